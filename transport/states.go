@@ -1,0 +1,64 @@
+package transport
+
+import "example.com/pifleet/internal/fsmkit"
+
+// ConnState is a state of the server ⇄ agent connection lifecycle (seed
+// state-flow §2). The names are the seed's.
+type ConnState string
+
+// ConnEvent moves a connection between ConnStates.
+type ConnEvent string
+
+// The states of seed §2, plus closed (documented addition: a connection
+// that its owner shut down on purpose, which is never retried).
+const (
+	StateConnecting     ConnState = "connecting"
+	StateAuthenticating ConnState = "authenticating"
+	StateEstablished    ConnState = "established"
+	StateRejected       ConnState = "rejected"
+	StateLost           ConnState = "lost"
+	StateClosed         ConnState = "closed"
+)
+
+// Connection events. Each outcome of one trigger is its own event, so the
+// diagram shows every edge.
+const (
+	// EventTCPEstablished: the TCP connection is up; identity is checked next.
+	EventTCPEstablished ConnEvent = "tcpEstablished"
+	// EventAllowed: whois resolved a peer that trust allows (stored or confirmed).
+	EventAllowed ConnEvent = "allowed"
+	// EventDenied: whois failed, or trust denies the peer.
+	EventDenied ConnEvent = "denied"
+	// EventHeartbeat: a heartbeat (or any traffic) re-armed the expiry.
+	EventHeartbeat ConnEvent = "heartbeat"
+	// EventConnectionLost: expiry, peer close, I/O or fatal protocol error.
+	EventConnectionLost ConnEvent = "connectionLost"
+	// EventRetry: the reconnect delay (1 s, 2 s, 4 s … 30 s) has passed.
+	EventRetry ConnEvent = "retry"
+	// EventDialFailed: the TCP dial itself failed (addition: the seed has no
+	// edge for a connect that never succeeds; it waits out the delay in lost).
+	EventDialFailed ConnEvent = "dialFailed"
+	// EventHandshakeFailed: the connection dropped or timed out before the
+	// peer was authenticated (addition, same reason).
+	EventHandshakeFailed ConnEvent = "handshakeFailed"
+	// EventClose: the owner closed the connection on purpose (addition).
+	EventClose ConnEvent = "close"
+)
+
+// ConnectionTable is the connection lifecycle of seed §2 as a table.
+var ConnectionTable = fsmkit.MustTable(fsmkit.Spec[ConnState, ConnEvent]{
+	Name:    "connection",
+	Initial: StateConnecting,
+	Final:   []ConnState{StateRejected, StateClosed},
+	Transitions: []fsmkit.Transition[ConnState, ConnEvent]{
+		{Event: EventTCPEstablished, Src: []ConnState{StateConnecting}, Dst: StateAuthenticating},
+		{Event: EventAllowed, Src: []ConnState{StateAuthenticating}, Dst: StateEstablished},
+		{Event: EventDenied, Src: []ConnState{StateAuthenticating}, Dst: StateRejected},
+		{Event: EventHeartbeat, Src: []ConnState{StateEstablished}, Dst: StateEstablished},
+		{Event: EventConnectionLost, Src: []ConnState{StateEstablished}, Dst: StateLost},
+		{Event: EventRetry, Src: []ConnState{StateLost}, Dst: StateConnecting},
+		{Event: EventDialFailed, Src: []ConnState{StateConnecting}, Dst: StateLost},
+		{Event: EventHandshakeFailed, Src: []ConnState{StateAuthenticating}, Dst: StateLost},
+		{Event: EventClose, Src: []ConnState{StateConnecting, StateAuthenticating, StateEstablished, StateLost}, Dst: StateClosed},
+	},
+})
