@@ -1,0 +1,65 @@
+package trust
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParsePolicy: never panics; a success is one of the three policies.
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{"allow", "STEER", " deny ", "", "root"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePolicy(s)
+		if err == nil && !p.Valid() {
+			t.Fatalf("ParsePolicy(%q) = %q", s, p)
+		}
+		if err == nil {
+			if again, err := ParsePolicy(string(p)); err != nil || again != p {
+				t.Fatalf("round trip %q: %q, %v", p, again, err)
+			}
+		}
+	})
+}
+
+// FuzzParsePin: never panics; a parsed pin has a machine, renders back to
+// itself, and matches its own identity.
+func FuzzParsePin(f *testing.F) {
+	for _, s := range []string{"orchestrator", "orchestrator/ana@github", "/", "a/", " m / u ", "m/u/v"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePin(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "bad pin") {
+				t.Fatalf("error %q does not say what it is about", err)
+			}
+			return
+		}
+		if p.Machine == "" || strings.Contains(p.Machine, "/") {
+			t.Fatalf("ParsePin(%q) = %+v", s, p)
+		}
+		if again, err := ParsePin(p.String()); err != nil || again != p {
+			t.Fatalf("round trip %+v: %+v, %v", p, again, err)
+		}
+	})
+}
+
+// FuzzDecodeDecision: never panics on a damaged record; a decoded one is
+// for the machine it is stored under, with a valid policy.
+func FuzzDecodeDecision(f *testing.F) {
+	f.Add("buildbox", []byte(`{"machine":"buildbox","user":"ana@github","policy":"allow","decidedAt":"2026-03-01T18:22:05Z"}`))
+	f.Add("buildbox", []byte(`{"machine":"other","policy":"allow"}`))
+	f.Add("m", []byte(`{"machine":"m","policy":"root"}`))
+	f.Add("m", []byte(`{"machine":`))
+	f.Fuzz(func(t *testing.T, machine string, raw []byte) {
+		d, err := decodeDecision(machine, raw)
+		if err != nil {
+			return
+		}
+		if d.Machine != machine || !d.Policy.Valid() {
+			t.Fatalf("decoded %+v under %q", d, machine)
+		}
+	})
+}

@@ -1,0 +1,285 @@
+package trust
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/bbolt"
+)
+
+// DefaultBucket is the bbolt bucket Open keeps decisions in.
+const DefaultBucket = "trust"
+
+// MaxMachineLen bounds a machine name: a DNS name is at most 253 bytes.
+const MaxMachineLen = 253
+
+// Errors that callers may test for with errors.Is.
+var (
+	// ErrBadMachine: a machine name is empty or too long.
+	ErrBadMachine = errors.New("trust: bad machine name")
+	// ErrCorrupt: a stored decision does not decode. A *CorruptError
+	// carries the details.
+	ErrCorrupt = errors.New("trust: corrupt stored decision")
+)
+
+// Decision is the stored policy of one machine.
+type Decision struct {
+	// Machine is the key: the machine name whois reports.
+	Machine string `json:"machine"`
+	// User is who owned the machine when the decision was made; empty
+	// when unknown (set from the CLI for a machine never seen).
+	User string `json:"user,omitempty"`
+	// Policy is what the machine may do.
+	Policy Policy `json:"policy"`
+	// DecidedAt is when the decision was made (UTC).
+	DecidedAt time.Time `json:"decidedAt"`
+}
+
+// CorruptError reports a stored decision that does not decode
+// (errors.Is(err, ErrCorrupt)). The store never writes one; it means the
+// file was damaged or written by something else.
+type CorruptError struct {
+	Machine string
+	Err     error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("trust: corrupt stored decision for %q: %v", e.Machine, e.Err)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Unwrap returns the decoding error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Store keeps the server's per-machine trust decisions in bbolt and makes
+// first-contact decisions (see Decide). Every change is one bbolt
+// transaction, committed with fsync before the call returns: a decision
+// that was acknowledged survives a kill -9 or a power cut, and a change
+// is either fully stored or not at all. It is safe for concurrent use.
+type Store struct {
+	db     *bbolt.DB
+	bucket []byte
+	owned  bool // Close closes db
+
+	prompter Prompter
+	now      func() time.Time
+	log      zerolog.Logger
+
+	mu      sync.Mutex
+	flights map[string]*flight // machine → first-contact question in progress
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrompter sets who is asked about machines seen for the first time.
+// Without one, unknown machines are refused (and nothing is stored), so
+// that a server nobody watches stays closed.
+func WithPrompter(p Prompter) Option { return func(s *Store) { s.prompter = p } }
+
+// WithClock sets the clock that stamps decisions (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithLogger sets the logger (default zerolog.Nop()).
+func WithLogger(l zerolog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// Open opens (creating if needed) a store in its own bbolt file at path,
+// creating the directory too. Only one process may hold the file; Open
+// fails after a second if another does.
+func Open(path string, opts ...Option) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("trust: %w", err)
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("trust: open %s: %w", path, err)
+	}
+	s, err := New(db, DefaultBucket, opts...)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New keeps the store in bucket of an already open bbolt database, which
+// may hold other buckets of the same server. Close leaves db open.
+func New(db *bbolt.DB, bucket string, opts ...Option) (*Store, error) {
+	if bucket == "" {
+		return nil, errors.New("trust: empty bucket name")
+	}
+	s := &Store{
+		db:       db,
+		bucket:   []byte(bucket),
+		prompter: noPrompter{},
+		now:      time.Now,
+		log:      zerolog.Nop(),
+		flights:  make(map[string]*flight),
+	}
+	for _, opt := range opts {
+		opt(s)
+	}
+	err := db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(s.bucket)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trust: create bucket %q: %w", bucket, err)
+	}
+	return s, nil
+}
+
+// Close closes the database if Open opened it.
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	return s.db.Close()
+}
+
+// Get returns the stored decision for machine; ok is false when there is
+// none.
+func (s *Store) Get(machine string) (d Decision, ok bool, err error) {
+	if err := checkMachine(machine); err != nil {
+		return Decision{}, false, err
+	}
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		d, ok, err = s.get(tx, machine)
+		return err
+	})
+	return d, ok, err
+}
+
+func (s *Store) get(tx *bbolt.Tx, machine string) (Decision, bool, error) {
+	raw := tx.Bucket(s.bucket).Get([]byte(machine))
+	if raw == nil {
+		return Decision{}, false, nil
+	}
+	d, err := decodeDecision(machine, raw)
+	return d, err == nil, err
+}
+
+// Set stores policy p for machine, replacing any earlier decision, as the
+// operator's `trust set MACHINE POLICY` does. The user recorded earlier,
+// if any, is kept.
+func (s *Store) Set(machine string, p Policy) (Decision, error) {
+	if err := checkMachine(machine); err != nil {
+		return Decision{}, err
+	}
+	if !p.Valid() {
+		return Decision{}, fmt.Errorf("%w %q", ErrBadPolicy, p)
+	}
+	d := Decision{Machine: machine, Policy: p, DecidedAt: s.stamp()}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		// A corrupt old record is simply replaced: this is how an
+		// operator repairs it.
+		if old, ok, err := s.get(tx, machine); err == nil && ok {
+			d.User = old.User
+		}
+		return s.put(tx, d)
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("trust: set %s: %w", machine, err)
+	}
+	s.log.Info().Str("machine", machine).Str("policy", string(p)).Msg("trust decision set")
+	return d, nil
+}
+
+// Forget deletes the decision for machine, so that its next connection
+// is a first contact again. It reports whether there was one.
+func (s *Store) Forget(machine string) (bool, error) {
+	if err := checkMachine(machine); err != nil {
+		return false, err
+	}
+	var existed bool
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(s.bucket)
+		existed = b.Get([]byte(machine)) != nil
+		return b.Delete([]byte(machine))
+	})
+	if err != nil {
+		return false, fmt.Errorf("trust: forget %s: %w", machine, err)
+	}
+	if existed {
+		s.log.Info().Str("machine", machine).Msg("trust decision forgotten")
+	}
+	return existed, nil
+}
+
+// List returns every stored decision, sorted by machine name.
+func (s *Store) List() ([]Decision, error) {
+	var out []Decision
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(s.bucket).ForEach(func(k, v []byte) error {
+			d, err := decodeDecision(string(k), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// putIfAbsent stores d unless machine already has a decision, and returns
+// the decision in force. An operator's `trust set` that lands while the
+// first-contact question is open wins over the answer.
+func (s *Store) putIfAbsent(d Decision) (Decision, error) {
+	stored := d
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		old, ok, err := s.get(tx, d.Machine)
+		if err != nil || ok {
+			stored = old
+			return err
+		}
+		return s.put(tx, d)
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("trust: store decision for %s: %w", d.Machine, err)
+	}
+	return stored, nil
+}
+
+func (s *Store) put(tx *bbolt.Tx, d Decision) error {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(s.bucket).Put([]byte(d.Machine), raw)
+}
+
+func (s *Store) stamp() time.Time { return s.now().UTC().Round(0) }
+
+// decodeDecision decodes the record stored under key machine.
+func decodeDecision(machine string, raw []byte) (Decision, error) {
+	var d Decision
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return Decision{}, &CorruptError{Machine: machine, Err: err}
+	}
+	if d.Machine != machine {
+		return Decision{}, &CorruptError{Machine: machine, Err: fmt.Errorf("record names machine %q", d.Machine)}
+	}
+	if !d.Policy.Valid() {
+		return Decision{}, &CorruptError{Machine: machine, Err: fmt.Errorf("%w %q", ErrBadPolicy, d.Policy)}
+	}
+	return d, nil
+}
+
+func checkMachine(machine string) error {
+	switch {
+	case machine == "":
+		return fmt.Errorf("%w: empty", ErrBadMachine)
+	case len(machine) > MaxMachineLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrBadMachine, len(machine), MaxMachineLen)
+	}
+	return nil
+}
