@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 )
 
@@ -26,6 +27,7 @@ type diagram interface {
 func machines() []diagram {
 	return []diagram{
 		transport.ConnectionTable,
+		session.RegistryTable,
 	}
 }
 
