@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	"example.com/pifleet/dialer"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 )
@@ -27,6 +28,7 @@ type diagram interface {
 func machines() []diagram {
 	return []diagram{
 		transport.ConnectionTable,
+		dialer.Table,
 		session.RegistryTable,
 	}
 }
