@@ -1,0 +1,147 @@
+package shim
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+type splitResult struct {
+	line     string
+	overlong int64
+}
+
+func splitAll(t testing.TB, r io.Reader, max int) []splitResult {
+	lr := newLineReader(r, max)
+	var out []splitResult
+	for {
+		line, overlong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		if line == nil && overlong == 0 {
+			t.Fatal("nil line that is not overlong")
+		}
+		out = append(out, splitResult{string(line), overlong})
+	}
+}
+
+// referenceSplit is the specification: split on LF, strip one CR from each
+// line, a final unterminated line counts; lines longer than max are
+// reported by length.
+func referenceSplit(data []byte, max int) []splitResult {
+	var out []splitResult
+	for len(data) > 0 {
+		line, rest, found := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		if !found {
+			data = nil
+		}
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) > max {
+			out = append(out, splitResult{"", int64(len(line))})
+		} else {
+			out = append(out, splitResult{string(line), 0})
+		}
+	}
+	return out
+}
+
+func TestLineReader(t *testing.T) {
+	long := strings.Repeat("z", 3*readChunk)
+	cases := map[string]struct {
+		in   string
+		max  int
+		want []splitResult
+	}{
+		"lf":                         {"a\nb\n", 10, []splitResult{{"a", 0}, {"b", 0}}},
+		"crlf":                       {"a\r\nb\r\n", 10, []splitResult{{"a", 0}, {"b", 0}}},
+		"one cr only":                {"a\r\r\n", 10, []splitResult{{"a\r", 0}}},
+		"lone cr kept":               {"a\rb\n", 10, []splitResult{{"a\rb", 0}}},
+		"u2028 is no eol":            {"x\u2028y\u2029z\n", 20, []splitResult{{"x\u2028y\u2029z", 0}}},
+		"empty lines":                {"\n\n", 10, []splitResult{{"", 0}, {"", 0}}},
+		"unterminated":               {"a\nrest", 10, []splitResult{{"a", 0}, {"rest", 0}}},
+		"exactly max":                {"abcd\n", 4, []splitResult{{"abcd", 0}}},
+		"max with crlf":              {"abcd\r\n", 4, []splitResult{{"abcd", 0}}},
+		"overlong":                   {"abcde\nok\n", 4, []splitResult{{"", 5}, {"ok", 0}}},
+		"overlong crlf":              {"abcde\r\nok\n", 4, []splitResult{{"", 5}, {"ok", 0}}},
+		"long line kept":             {long + "\n", len(long), []splitResult{{long, 0}}},
+		"long overlong":              {long + "\r\nnext\n", readChunk, []splitResult{{"", int64(len(long))}, {"next", 0}}},
+		"long unterm":                {long, len(long), []splitResult{{long, 0}}},
+		"long overlong unterminated": {long + "\r", 10, []splitResult{{"", int64(len(long))}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			for _, r := range []io.Reader{strings.NewReader(tc.in), iotest.OneByteReader(strings.NewReader(tc.in))} {
+				got := splitAll(t, r, tc.max)
+				if !equalSplits(got, tc.want) {
+					t.Errorf("got %+v, want %+v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func equalSplits(a, b []splitResult) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzLineReader checks the splitter against the reference on arbitrary
+// input, line caps and read sizes.
+func FuzzLineReader(f *testing.F) {
+	f.Add([]byte("a\r\nb\n\nc"), uint16(3), uint8(1))
+	f.Add([]byte("\xe2\x80\xa8\r\r\n\n"), uint16(0), uint8(0))
+	f.Add(append(bytes.Repeat([]byte("x"), 3000), "\r\nend"...), uint16(100), uint8(7))
+	f.Fuzz(func(t *testing.T, data []byte, max uint16, chunk uint8) {
+		var r io.Reader = bytes.NewReader(data)
+		if chunk > 0 {
+			r = &chunkReader{data: data, n: int(chunk)}
+		}
+		got := splitAll(t, r, int(max))
+		if want := referenceSplit(data, int(max)); !equalSplits(got, want) {
+			t.Fatalf("got %+v, want %+v", got, want)
+		}
+	})
+}
+
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func BenchmarkLineReader(b *testing.B) {
+	line := `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"hello"}}` + "\n"
+	data := bytes.Repeat([]byte(line), 10000)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		lr := newLineReader(bytes.NewReader(data), DefaultMaxLine)
+		for {
+			if _, _, err := lr.next(); err != nil {
+				break
+			}
+		}
+	}
+}
