@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"example.com/pifleet/dialer"
+	"example.com/pifleet/fleet"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 )
@@ -29,6 +30,7 @@ func machines() []diagram {
 	return []diagram{
 		transport.ConnectionTable,
 		dialer.Table,
+		fleet.InstanceTable,
 		session.RegistryTable,
 	}
 }

@@ -1,0 +1,220 @@
+package serverstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// FileName is the state file's name inside the server's state directory.
+const FileName = "server.db"
+
+// TrustBucket is the bucket reserved in the same file for the trust store
+// of transport/trust: trust.New(st.DB(), serverstore.TrustBucket).
+const TrustBucket = "trust"
+
+// layoutVersion is the version of the buckets and records below; a file
+// with another version is refused rather than misread.
+const layoutVersion = "1"
+
+// Bucket names. TrustBucket is not among them: trust creates its own.
+var (
+	bucketMeta        = []byte("meta")
+	bucketTasks       = []byte("tasks")
+	bucketInstances   = []byte("instances")
+	bucketDeliveries  = []byte("deliveries")
+	bucketPendingIdx  = []byte("deliveries.pending")
+	bucketNotifiedIdx = []byte("deliveries.notified")
+	bucketProjections = []byte("projections")
+	bucketAgents      = []byte("agents")
+
+	keyLayout        = []byte("layout")
+	keyNotifiedCount = []byte("notifiedCount")
+)
+
+// Defaults.
+const (
+	// DefaultLockTimeout is how long Open waits for another process to
+	// release the state file before failing with ErrLocked.
+	DefaultLockTimeout = 2 * time.Second
+	// DefaultDedupeKeys is how many notified task_done keys are kept at
+	// most (see the package documentation on pruning).
+	DefaultDedupeKeys = 100_000
+	// DefaultDedupeAge is how long a notified task_done key is kept at
+	// most.
+	DefaultDedupeAge = 30 * 24 * time.Hour
+)
+
+// Store is the server's state file. Its methods are safe for concurrent
+// use; each change is one transaction, committed (and fsynced) before the
+// method returns.
+type Store struct {
+	db        *bolt.DB
+	path      string
+	now       func() time.Time
+	log       zerolog.Logger
+	retention Retention
+}
+
+// Retention bounds the task_done dedupe keys kept after notification: a
+// key is pruned once it is older than MaxAge (measured from its
+// notification) or once MaxKeys newer notified keys exist. Keys whose
+// notification is pending are never pruned.
+type Retention struct {
+	MaxKeys int
+	MaxAge  time.Duration
+}
+
+type options struct {
+	now         func() time.Time
+	log         zerolog.Logger
+	lockTimeout time.Duration
+	retention   Retention
+}
+
+// Option configures Open.
+type Option func(*options)
+
+// WithClock injects the clock that stamps records and ages dedupe keys
+// (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithLogger sets the logger (default zerolog.Nop()).
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithLockTimeout sets how long Open waits for the file lock (default
+// DefaultLockTimeout).
+func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockTimeout = d } }
+
+// WithRetention sets the dedupe key bounds (default DefaultDedupeKeys and
+// DefaultDedupeAge). Open refuses a MaxKeys below 1 or a MaxAge of zero or
+// less.
+func WithRetention(r Retention) Option { return func(o *options) { o.retention = r } }
+
+// Open opens (creating if needed) the state file FileName in dir, creating
+// dir with mode 0700 if it is missing, and prunes dedupe keys past their
+// retention. Only one process may have the file open: a second Open fails
+// with ErrLocked after the lock timeout.
+func Open(dir string, opts ...Option) (*Store, error) {
+	o := options{
+		now:         time.Now,
+		log:         zerolog.Nop(),
+		lockTimeout: DefaultLockTimeout,
+		retention:   Retention{MaxKeys: DefaultDedupeKeys, MaxAge: DefaultDedupeAge},
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.retention.MaxKeys < 1 {
+		return nil, &InvalidError{Field: "retention.MaxKeys", Reason: fmt.Sprintf("%d, must be at least 1", o.retention.MaxKeys)}
+	}
+	if o.retention.MaxAge <= 0 {
+		return nil, &InvalidError{Field: "retention.MaxAge", Reason: fmt.Sprintf("%v, must be positive", o.retention.MaxAge)}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("serverstore: state directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serverstore: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention}
+	if err := s.init(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	if _, err := s.Prune(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+// init creates the buckets of a new file, or checks an existing file's
+// layout version.
+func (s *Store) init() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get(keyLayout); {
+		case v == nil:
+			if err := meta.Put(keyLayout, []byte(layoutVersion)); err != nil {
+				return err
+			}
+		case string(v) != layoutVersion:
+			return &VersionError{Path: s.path, Got: string(v), Want: layoutVersion}
+		}
+		for _, b := range [][]byte{bucketTasks, bucketInstances, bucketDeliveries, bucketPendingIdx,
+			bucketNotifiedIdx, bucketProjections, bucketAgents} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Path returns the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// DB returns the open database, for other stores that keep their buckets
+// in the same file (the trust store, under TrustBucket). They must not
+// touch this package's buckets, and must not close it.
+func (s *Store) DB() *bolt.DB { return s.db }
+
+// Close closes the state file. Every committed change is already on disk.
+func (s *Store) Close() error { return s.db.Close() }
+
+// stamp returns the current time as stored: UTC, without the monotonic
+// reading.
+func (s *Store) stamp() time.Time { return s.now().UTC().Round(0) }
+
+// Tx is one transaction over the store's records, for changes that must
+// happen together (a task's review state and its instance's state, say).
+// It is valid only inside the function given to Update, View or
+// RecordTaskDone.
+type Tx struct {
+	s  *Store
+	tx *bolt.Tx
+}
+
+// Update runs fn in one read-write transaction: every change fn makes is
+// committed together when it returns nil, and none when it returns an
+// error (which Update returns).
+func (s *Store) Update(fn func(*Tx) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{s: s, tx: tx}) })
+}
+
+// View runs fn in one read-only transaction, which sees one consistent
+// version of the store. Writing through it fails.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(tx *bolt.Tx) error { return fn(&Tx{s: s, tx: tx}) })
+}
+
+// getCounter reads a uint64 kept under key in the meta bucket.
+func getCounter(tx *bolt.Tx, key []byte) (uint64, error) {
+	v := tx.Bucket(bucketMeta).Get(key)
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	default:
+		return 0, &CorruptError{Bucket: string(bucketMeta), Key: string(key), Err: fmt.Errorf("%d bytes, want 8", len(v))}
+	}
+}
+
+func putCounter(tx *bolt.Tx, key []byte, n uint64) error {
+	return tx.Bucket(bucketMeta).Put(key, binary.BigEndian.AppendUint64(nil, n))
+}
