@@ -1,0 +1,625 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Defaults of Options (reference 1.24).
+const (
+	DefaultHeartbeatInterval = 15 * time.Second
+	DefaultExpiryTimeout     = 45 * time.Second
+	DefaultRequestTimeout    = 60 * time.Second
+	DefaultSendQueue         = 256
+	DefaultInboxSize         = 1024
+	DefaultLingerTimeout     = 2 * time.Second
+)
+
+// Options configure a Conn. The zero value gives the reference's defaults.
+type Options struct {
+	// HeartbeatInterval is how often a heartbeat is sent, whatever other
+	// traffic there is (default 15 s).
+	HeartbeatInterval time.Duration
+	// ExpiryTimeout closes the connection (ReasonExpired) when nothing at
+	// all has been received for this long; any incoming byte, even of a
+	// partial or invalid record, re-arms it (default 45 s).
+	ExpiryTimeout time.Duration
+	// StallTimeout closes the connection (ReasonStalled) when one write
+	// cannot complete for this long: the peer has stopped reading
+	// (default: ExpiryTimeout).
+	StallTimeout time.Duration
+	// RequestTimeout bounds a Request whose context has no deadline
+	// (default 60 s).
+	RequestTimeout time.Duration
+	// SendQueue is how many encoded frames may wait for the writer
+	// (default 256). See Send and TrySend for what happens when it is full.
+	SendQueue int
+	// InboxSize is how many unsolicited frames may wait for the handler
+	// (default 1024). When it is full the reader stops reading, so TCP
+	// flow control slows the peer down instead of memory growing.
+	InboxSize int
+	// LingerTimeout bounds how long a connection closed for a protocol
+	// version mismatch keeps draining input after its error frame, so that
+	// the peer reads the error instead of a reset (default 2 s).
+	LingerTimeout time.Duration
+	// Handler receives unsolicited frames (everything that is neither a
+	// heartbeat nor the response to a pending Request), in arrival order,
+	// on one goroutine. It may also be set later with SetHandler; frames
+	// that arrive before are queued.
+	Handler func(Frame)
+	// OnHeartbeat, if set, is called from the reader goroutine for every
+	// heartbeat received. It must not block.
+	OnHeartbeat func()
+	// NewID mints request ids (default RandomRequestID).
+	NewID func() string
+	// Logger receives connection events (default: disabled).
+	Logger zerolog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&o.ExpiryTimeout, DefaultExpiryTimeout)
+	def(&o.StallTimeout, o.ExpiryTimeout)
+	def(&o.RequestTimeout, DefaultRequestTimeout)
+	def(&o.LingerTimeout, DefaultLingerTimeout)
+	if o.SendQueue <= 0 {
+		o.SendQueue = DefaultSendQueue
+	}
+	if o.InboxSize <= 0 {
+		o.InboxSize = DefaultInboxSize
+	}
+	if o.NewID == nil {
+		o.NewID = RandomRequestID
+	}
+	return o
+}
+
+// RandomRequestID returns "r-" and 12 random hex digits, like the
+// reference's request ids.
+func RandomRequestID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "r-" + hex.EncodeToString(b[:])
+}
+
+// CloseReason says why a connection closed. Each reason is also an error,
+// so errors.Is(conn.Err(), ReasonExpired) works.
+type CloseReason string
+
+// Close reasons.
+const (
+	// ReasonClosed: Close was called on this side.
+	ReasonClosed CloseReason = "closed"
+	// ReasonPeerClosed: the peer ended the stream.
+	ReasonPeerClosed CloseReason = "peer_closed"
+	// ReasonExpired: nothing was received for ExpiryTimeout.
+	ReasonExpired CloseReason = "expired"
+	// ReasonStalled: a write was blocked for StallTimeout; the peer is not
+	// reading.
+	ReasonStalled CloseReason = "stalled"
+	// ReasonProtocol: the peer speaks another protocol version; it was
+	// told so with an error frame first (AC-X.6).
+	ReasonProtocol CloseReason = "protocol_error"
+	// ReasonIO: the socket failed.
+	ReasonIO CloseReason = "io_error"
+)
+
+// Error returns the reason itself.
+func (r CloseReason) Error() string { return string(r) }
+
+// ErrClosed is matched (errors.Is) by every error that reports a closed
+// connection.
+var ErrClosed = errors.New("transport: connection closed")
+
+// ErrSendQueueFull is returned by TrySend when the send queue is full.
+var ErrSendQueueFull = errors.New("transport: send queue full")
+
+// ErrHandlerSet is returned by Receive once a handler receives the frames.
+var ErrHandlerSet = errors.New("transport: a handler is set; frames go to it")
+
+// ClosedError is the error of a closed connection: why, and the underlying
+// cause when there is one (an I/O error, the *ProtocolError of a version
+// mismatch).
+type ClosedError struct {
+	Reason CloseReason
+	Err    error
+}
+
+// Error says that the connection closed, why, and the cause if any.
+func (e *ClosedError) Error() string {
+	if e.Err == nil {
+		return "transport: connection closed: " + string(e.Reason)
+	}
+	return fmt.Sprintf("transport: connection closed: %s: %v", e.Reason, e.Err)
+}
+
+// Is matches ErrClosed and the error's Reason.
+func (e *ClosedError) Is(target error) bool {
+	return target == ErrClosed || target == e.Reason
+}
+
+// Unwrap returns the cause.
+func (e *ClosedError) Unwrap() error { return e.Err }
+
+// Conn is one protocol connection over a net.Conn: a reader goroutine
+// decodes frames, a writer goroutine writes them in order, heartbeats run
+// both ways, requests are matched to responses by id.
+//
+// Send policy: frames are encoded by the caller and queued (SendQueue
+// deep) for the writer. Send waits for room as long as its context allows;
+// TrySend fails at once with ErrSendQueueFull. Heartbeats do not go
+// through the queue, so a full queue never delays them. A peer that stops
+// reading blocks the writer; after StallTimeout the connection closes with
+// ReasonStalled, and every blocked Send returns.
+//
+// Every method is safe for concurrent use.
+type Conn struct {
+	nc   net.Conn
+	opts Options
+	log  zerolog.Logger
+
+	sendq chan *[]byte
+	inbox chan Frame
+
+	done      chan struct{}
+	closeOnce sync.Once
+	err       *ClosedError // set before done is closed
+	final     []byte       // written before the socket closes, if set
+
+	mu      sync.Mutex
+	pending map[string]chan Frame // by request id
+
+	handler     atomic.Pointer[func(Frame)]
+	dispatching atomic.Bool // a handler was set: the dispatcher runs
+}
+
+// NewConn starts a Conn over nc. It sets TCP_NODELAY when nc is TCP, so
+// that small request/response frames do not wait for delayed ACKs.
+func NewConn(nc net.Conn, opts Options) *Conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true) // only fails on a closed socket, which the reader reports
+	}
+	opts = opts.withDefaults()
+	c := &Conn{
+		nc:      nc,
+		opts:    opts,
+		log:     opts.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger(),
+		sendq:   make(chan *[]byte, opts.SendQueue),
+		inbox:   make(chan Frame, opts.InboxSize),
+		done:    make(chan struct{}),
+		pending: make(map[string]chan Frame),
+	}
+	go c.readLoop()
+	go c.writeLoop()
+	if opts.Handler != nil {
+		c.SetHandler(opts.Handler)
+	}
+	return c
+}
+
+// NetConn returns the underlying connection (for its addresses; reading
+// or writing it directly would corrupt the stream).
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns nil while the connection is open, then a *ClosedError that
+// says why it closed.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Close closes the connection (ReasonClosed unless it was already closed
+// for another reason). Queued frames are dropped, pending requests fail.
+// Close is idempotent and always returns nil.
+func (c *Conn) Close() error {
+	c.closeWith(ReasonClosed, nil, nil)
+	_ = c.nc.Close() // also cuts short a linger after a protocol error
+	return nil
+}
+
+// closeWith records the first reason and closes. With a final frame the
+// writer writes it and shuts the socket down itself; otherwise the socket
+// is closed at once.
+func (c *Conn) closeWith(reason CloseReason, cause error, final []byte) {
+	c.closeOnce.Do(func() {
+		c.err = &ClosedError{Reason: reason, Err: cause}
+		c.final = final
+		close(c.done)
+		ev := c.log.Debug()
+		if reason != ReasonClosed {
+			ev = c.log.Info()
+		}
+		ev.Str("reason", string(reason)).AnErr("cause", cause).Msg("connection closed")
+		if final == nil {
+			_ = c.nc.Close()
+		}
+	})
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// putBuf returns an encoding buffer to the pool, unless one huge frame
+// made it too big to keep around.
+func putBuf(b *[]byte) {
+	if cap(*b) <= maxBatch {
+		bufPool.Put(b)
+	}
+}
+
+func (c *Conn) encode(f Frame) (*[]byte, error) {
+	buf := bufPool.Get().(*[]byte)
+	out, err := AppendFrame((*buf)[:0], f)
+	if err != nil {
+		putBuf(buf)
+		return nil, err
+	}
+	*buf = out
+	return buf, nil
+}
+
+// Send encodes f and queues it for the writer, waiting for room in the
+// queue as long as ctx allows. It returns once the frame is queued (frames
+// are written in queue order); a frame still queued when the connection
+// closes is dropped.
+func (c *Conn) Send(ctx context.Context, f Frame) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	buf, err := c.encode(f)
+	if err != nil {
+		return err
+	}
+	select {
+	case c.sendq <- buf:
+		return nil
+	case <-c.done:
+		putBuf(buf)
+		return c.err
+	case <-ctx.Done():
+		putBuf(buf)
+		return fmt.Errorf("transport: send %s: %w", f.FrameType(), ctx.Err())
+	}
+}
+
+// TrySend is Send without waiting: it fails with ErrSendQueueFull when the
+// queue is full.
+func (c *Conn) TrySend(f Frame) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	buf, err := c.encode(f)
+	if err != nil {
+		return err
+	}
+	select {
+	case c.sendq <- buf:
+		return nil
+	default:
+		putBuf(buf)
+		if err := c.Err(); err != nil {
+			return err
+		}
+		return ErrSendQueueFull
+	}
+}
+
+// Request sends f and waits for the frame that carries the same id. When f
+// has no id, one is minted (NewID) and set on f. Without a deadline on ctx
+// the wait is bounded by RequestTimeout. An error frame in answer is
+// returned with a *RemoteError; a closed connection fails the request at
+// once with the connection's *ClosedError. An answer that arrives after
+// Request gave up is delivered to the handler like any unsolicited frame.
+func (c *Conn) Request(ctx context.Context, f Frame) (Frame, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	h := f.Envelope()
+	if h.ID == "" {
+		h.ID = c.opts.NewID()
+	}
+	id := h.ID
+	reply := make(chan Frame, 1)
+	c.mu.Lock()
+	if _, dup := c.pending[id]; dup {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("transport: request id %q is already pending", id)
+	}
+	c.pending[id] = reply
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}()
+
+	if err := c.Send(ctx, f); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-reply:
+		return r, remoteError(r)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("transport: %s request %s: %w", f.FrameType(), id, ctx.Err())
+	case <-c.done:
+		select {
+		case r := <-reply: // answered just before the close
+			return r, remoteError(r)
+		default:
+			return nil, c.err
+		}
+	}
+}
+
+func remoteError(f Frame) error {
+	if e, ok := f.(*ErrorFrame); ok {
+		return &RemoteError{Code: e.Code, Message: e.Message}
+	}
+	return nil
+}
+
+// SetHandler makes h receive the unsolicited frames, starting with those
+// queued so far, in arrival order, on one goroutine. A later call replaces
+// the handler. h should not block for long: while it does, frames queue
+// up to InboxSize and then the reader stops reading. In particular h must
+// not wait for the answer to a Request on the same connection while many
+// frames are queued; start a goroutine for that.
+func (c *Conn) SetHandler(h func(Frame)) {
+	if h == nil {
+		return
+	}
+	c.handler.Store(&h)
+	if c.dispatching.CompareAndSwap(false, true) {
+		go c.dispatch()
+	}
+}
+
+func (c *Conn) dispatch() {
+	// The reader closes the inbox when it stops, so frames received before
+	// a close are still delivered.
+	for f := range c.inbox {
+		(*c.handler.Load())(f)
+	}
+}
+
+// Receive returns the next unsolicited frame while no handler is set: a
+// handshake step such as waiting for the peer's hello. It returns
+// ErrHandlerSet once a handler is set, and the connection's error when it
+// is closed and no frame is left. Do not call it concurrently with
+// SetHandler.
+func (c *Conn) Receive(ctx context.Context) (Frame, error) {
+	if c.dispatching.Load() {
+		return nil, ErrHandlerSet
+	}
+	select {
+	case f, ok := <-c.inbox:
+		if !ok {
+			return nil, c.Err()
+		}
+		return f, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// deadlineReader re-arms the read deadline before every read: any byte
+// that arrives re-arms the expiry.
+type deadlineReader struct{ c *Conn }
+
+func (r deadlineReader) Read(p []byte) (int, error) {
+	// A failure to set the deadline means the connection is closed; the
+	// read below reports how (end of stream, closed by us, …).
+	_ = r.c.nc.SetReadDeadline(time.Now().Add(r.c.opts.ExpiryTimeout))
+	return r.c.nc.Read(p)
+}
+
+func (c *Conn) readLoop() {
+	defer close(c.inbox)
+	d := NewDecoder(deadlineReader{c})
+	for {
+		f, err := d.Decode()
+		if err != nil {
+			var perr *ProtocolError
+			if errors.As(err, &perr) {
+				if c.protocolError(perr) {
+					return
+				}
+				continue
+			}
+			c.readFailed(err)
+			return
+		}
+		if _, ok := f.(*HeartbeatFrame); ok {
+			if c.opts.OnHeartbeat != nil {
+				c.opts.OnHeartbeat()
+			}
+			continue
+		}
+		if id := f.Envelope().ID; id != "" && c.answer(id, f) {
+			continue
+		}
+		select {
+		case c.inbox <- f:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// answer hands f to the pending request with this id, if there is one.
+func (c *Conn) answer(id string, f Frame) bool {
+	c.mu.Lock()
+	reply, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	if ok {
+		reply <- f // buffered, and only ever sent once
+	}
+	return ok
+}
+
+func (c *Conn) readFailed(err error) {
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.closeWith(ReasonExpired, nil, nil)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.ErrClosedPipe):
+		c.closeWith(ReasonPeerClosed, nil, nil)
+	default:
+		c.closeWith(ReasonIO, err, nil)
+	}
+}
+
+// protocolError answers a bad record with an error frame and keeps the
+// connection, except for a version mismatch, which is answered and then
+// closed (AC-X.6). An error frame is never answered with an error frame.
+// It reports whether the reader must stop.
+func (c *Conn) protocolError(perr *ProtocolError) bool {
+	c.log.Warn().Str("code", string(perr.Code)).Str("frameType", perr.FrameType).Msg(perr.Message)
+	var reply []byte
+	if perr.FrameType != TypeError {
+		var err error
+		if reply, err = AppendFrame(nil, perr.ErrorFrame()); err != nil {
+			c.log.Error().Err(err).Msg("cannot encode error frame")
+			reply = nil
+		}
+	}
+	if perr.Code == CodeUnsupportedVersion {
+		if reply == nil {
+			c.closeWith(ReasonProtocol, perr, nil)
+			return true
+		}
+		c.closeWith(ReasonProtocol, perr, reply)
+		c.linger()
+		return true
+	}
+	if reply != nil {
+		buf := bufPool.Get().(*[]byte)
+		*buf = append((*buf)[:0], reply...)
+		select {
+		case c.sendq <- buf:
+		case <-c.done:
+		}
+	}
+	return false
+}
+
+// linger reads and drops input for up to LingerTimeout after the final
+// error frame, so that closing a socket with unread input does not turn
+// into a reset that could destroy the error frame in flight.
+func (c *Conn) linger() {
+	defer c.nc.Close()
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.opts.LingerTimeout)); err != nil {
+		return
+	}
+	var scratch [4096]byte
+	for {
+		if _, err := c.nc.Read(scratch[:]); err != nil {
+			return
+		}
+	}
+}
+
+var heartbeatLine = []byte(`{"v":1,"type":"heartbeat"}` + "\n")
+
+// maxBatch is how many queued bytes the writer joins into one write.
+const maxBatch = 64 << 10
+
+func (c *Conn) writeLoop() {
+	tick := time.NewTicker(c.opts.HeartbeatInterval)
+	defer tick.Stop()
+	batch := make([]byte, 0, maxBatch)
+	for {
+		// A due heartbeat goes before queued frames: liveness must not
+		// depend on how much data is waiting.
+		select {
+		case <-tick.C:
+			if !c.write(heartbeatLine) {
+				return
+			}
+		default:
+		}
+		select {
+		case <-c.done:
+			c.writeFinal()
+			return
+		case <-tick.C:
+			if !c.write(heartbeatLine) {
+				return
+			}
+		case buf := <-c.sendq:
+			batch = append(batch[:0], *buf...)
+			putBuf(buf)
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case buf := <-c.sendq:
+					batch = append(batch, *buf...)
+					putBuf(buf)
+				default:
+					break more
+				}
+			}
+			if !c.write(batch) {
+				return
+			}
+		}
+	}
+}
+
+func (c *Conn) write(p []byte) bool {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)) // as in deadlineReader
+	if _, err := c.nc.Write(p); err != nil {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			c.closeWith(ReasonStalled, nil, nil)
+		case errors.Is(err, io.ErrClosedPipe):
+			c.closeWith(ReasonPeerClosed, nil, nil)
+		default:
+			c.closeWith(ReasonIO, err, nil)
+		}
+		return false
+	}
+	return true
+}
+
+// writeFinal writes the frame of a closing connection and shuts down the
+// write side, so the peer reads the frame and then end of stream.
+func (c *Conn) writeFinal() {
+	if c.final == nil {
+		return
+	}
+	if err := c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)); err == nil {
+		_, _ = c.nc.Write(c.final)
+	}
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	} else {
+		_ = c.nc.Close()
+	}
+}

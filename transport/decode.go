@@ -1,0 +1,227 @@
+package transport
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// readChunk is the decoder's initial buffer size and the usual read size.
+const readChunk = 64 << 10
+
+// Decoder reads frames from a JSONL stream: records end at LF (and only
+// LF: U+2028/U+2029 are ordinary characters), one trailing CR is removed,
+// empty records are skipped.
+//
+// Decode returns either a frame that passed every check or an error.
+// A *ProtocolError concerns one record only: the record is dropped and the
+// next Decode goes on with the following one. Any other error comes from
+// the reader and is final (io.EOF at a clean end of stream,
+// io.ErrUnexpectedEOF when the stream ends inside a record).
+//
+// Memory is bounded: the decoder never holds more than MaxFrameBytes+1
+// bytes of one record. A longer record yields exactly one
+// CodeFrameTooLarge error as soon as the limit is passed; the rest of it,
+// up to and including its LF, is skipped as it arrives.
+type Decoder struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // unconsumed bytes are buf[start:end]
+	scan       int // buf[start:scan] is known to hold no LF
+	discarding bool
+	err        error
+	s          Schema
+}
+
+// NewDecoder returns a Decoder reading from r.
+func NewDecoder(r io.Reader) *Decoder {
+	return &Decoder{r: r, buf: make([]byte, readChunk)}
+}
+
+// Decode returns the next frame; see Decoder for the error contract.
+func (d *Decoder) Decode() (Frame, error) {
+	rec, err := d.ReadRecord()
+	if err != nil {
+		return nil, err
+	}
+	f, perr := d.s.parseFrame(rec)
+	if perr != nil {
+		return nil, perr
+	}
+	return f, nil
+}
+
+// ReadRecord returns the next non-empty record without its LF and trailing
+// CR, without parsing it: framing only. The slice is valid until the next
+// call. Its errors follow the same contract as Decode's (a too-large
+// record is a *ProtocolError).
+func (d *Decoder) ReadRecord() ([]byte, error) {
+	idle := 0
+	for {
+		if i := bytes.IndexByte(d.buf[d.scan:d.end], '\n'); i >= 0 {
+			lf := d.scan + i
+			rec := d.buf[d.start:lf]
+			d.start, d.scan = lf+1, lf+1
+			if d.discarding {
+				d.discarding = false
+				continue
+			}
+			if len(rec) > MaxFrameBytes {
+				return nil, errFrameTooLarge(len(rec))
+			}
+			if n := len(rec); n > 0 && rec[n-1] == '\r' {
+				rec = rec[:n-1]
+			}
+			if len(rec) == 0 {
+				continue
+			}
+			return rec, nil
+		}
+		d.scan = d.end
+		switch {
+		case d.discarding:
+			d.start, d.scan, d.end = 0, 0, 0
+		case d.end-d.start > MaxFrameBytes:
+			n := d.end - d.start
+			d.discarding = true
+			d.start, d.scan, d.end = 0, 0, 0
+			return nil, errFrameTooLarge(n)
+		}
+		if d.err != nil {
+			if d.err == io.EOF && d.end > d.start && !d.discarding {
+				d.start = d.end
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, d.err
+		}
+		if d.end == len(d.buf) {
+			if d.start > 0 {
+				n := copy(d.buf, d.buf[d.start:d.end])
+				d.scan -= d.start
+				d.start, d.end = 0, n
+			} else {
+				// A partial record fills the buffer: grow it, never past
+				// one byte more than the limit (enough to see it is over).
+				grown := make([]byte, min(2*len(d.buf), MaxFrameBytes+1))
+				copy(grown, d.buf[:d.end])
+				d.buf = grown
+			}
+		}
+		n, err := d.r.Read(d.buf[d.end:])
+		d.end += n
+		if err != nil {
+			d.err = err
+		}
+		if n == 0 && err == nil {
+			if idle++; idle > 100 {
+				d.err = io.ErrNoProgress
+			}
+		}
+	}
+}
+
+func errFrameTooLarge(n int) *ProtocolError {
+	return &ProtocolError{
+		Code:    CodeFrameTooLarge,
+		Message: "frame too large: more than " + strconv.Itoa(MaxFrameBytes) + " bytes (" + strconv.Itoa(n) + " seen)",
+	}
+}
+
+// ParseFrame checks and decodes one record (without its LF; one trailing
+// CR is ignored). The error, if any, is a *ProtocolError.
+func ParseFrame(record []byte) (Frame, error) {
+	if len(record) > MaxFrameBytes {
+		return nil, errFrameTooLarge(len(record))
+	}
+	if n := len(record); n > 0 && record[n-1] == '\r' {
+		record = record[:n-1]
+	}
+	s := parsers.Get().(*Schema)
+	defer parsers.Put(s)
+	f, perr := s.parseFrame(record)
+	if perr != nil {
+		return nil, perr
+	}
+	return f, nil
+}
+
+var parsers = sync.Pool{New: func() any { return new(Schema) }}
+
+// parseFrame runs the checks of reference 1.3 in order: JSON syntax,
+// object, known type, version, schema.
+func (s *Schema) parseFrame(rec []byte) (Frame, *ProtocolError) {
+	f, err := s.checkFrame(rec)
+	s.data = nil // do not pin the caller's buffer
+	return f, err
+}
+
+func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
+	i := skipSpace(rec, 0)
+	if i == len(rec) {
+		return nil, errInvalidJSON()
+	}
+	if rec[i] != '{' {
+		end := s.sc.skipValue(rec, i)
+		if end < 0 || skipSpace(rec, end) != len(rec) {
+			return nil, errInvalidJSON()
+		}
+		return nil, errNotAnObject()
+	}
+	var end int
+	s.members, end = s.sc.appendMembers(s.members[:0], rec, i)
+	if end < 0 || skipSpace(rec, end) != len(rec) {
+		return nil, errInvalidJSON()
+	}
+	s.data, s.lo, s.hi = rec, 0, len(s.members)
+	s.path, s.err, s.frameType = s.path[:0], nil, ""
+
+	typ, ok := s.lookup("type")
+	if !ok || typ[0] != '"' {
+		return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "frame has no string type"}
+	}
+	name := typ[1 : len(typ)-1]
+	if hasBackslash(name) {
+		name = appendUnquoted(nil, name)
+	}
+	k, ok := registry[string(name)]
+	if !ok {
+		t := unquote(typ, hasBackslash(typ))
+		return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "unknown frame type " + strconv.Quote(t), FrameType: t}
+	}
+	s.frameType = k.name
+
+	v, ok := s.lookup("v")
+	if !ok {
+		return nil, errVersion("missing", k.name)
+	}
+	if n, why := decodeNumber(v); why != "" || n != ProtocolVersion {
+		return nil, errVersion(string(v), k.name)
+	}
+
+	f := k.new()
+	h := f.Envelope()
+	s.String("id", &h.ID, Optional)
+	s.String("traceId", &h.TraceID, Optional)
+	f.Schema(s)
+	if s.err != nil {
+		return nil, s.err
+	}
+	return f, nil
+}
+
+func errInvalidJSON() *ProtocolError {
+	return &ProtocolError{Code: CodeInvalidJSON, Message: "record is not valid JSON"}
+}
+
+func errNotAnObject() *ProtocolError {
+	return &ProtocolError{Code: CodeNotAnObject, Message: "frame is not a JSON object"}
+}
+
+func errVersion(got, frameType string) *ProtocolError {
+	return &ProtocolError{
+		Code:      CodeUnsupportedVersion,
+		Message:   "unsupported protocol version: " + got + " (expected 1)",
+		FrameType: frameType,
+	}
+}

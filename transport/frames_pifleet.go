@@ -1,0 +1,397 @@
+package transport
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// pifleet's additions to protocol v1. Every frame here is documented, with
+// the reason it exists, in docs/protocol.md. A TypeScript pi-fleet peer
+// does not know them and would answer one with an unknown_frame_type
+// error, so a pifleet agent sends its unsolicited ones (spawn_progress,
+// model_drift, sessions_removed, task_escalated) only to a server whose
+// hello announced CapabilityPifleet; everything else is an answer to a
+// request only a pifleet server sends.
+
+// CapabilityPifleet, in a hello's capabilities, says the sender speaks the
+// frames of this file. An agent lists it in its hello; a pifleet server
+// sends a hello {role:"server"} with it (a TypeScript agent ignores
+// incoming hellos).
+const CapabilityPifleet = "pifleet-v1"
+
+// Wire names of pifleet's frame types.
+const (
+	TypeSpawnProgress        = "spawn_progress"
+	TypeEventsSince          = "events_since"
+	TypeEventsReplayed       = "events_replayed"
+	TypeSessionEntries       = "session_entries"
+	TypeSessionEntriesResult = "session_entries_result"
+	TypeRebundle             = "rebundle"
+	TypeRebundled            = "rebundled"
+	TypeSetTools             = "set_tools"
+	TypeToolsSet             = "tools_set"
+	TypeModelPin             = "model_pin"
+	TypeModelPinned          = "model_pinned"
+	TypeModelDrift           = "model_drift"
+	TypeSessionsRemoved      = "sessions_removed"
+	TypeTaskEscalated        = "task_escalated"
+)
+
+// SpawnPhase is a step of a spawn the agent reports before spawned.
+type SpawnPhase string
+
+// Spawn phases, in the order they happen; degraded replaces nothing, it is
+// reported in addition when the registry was unavailable and the cached
+// bundle is used.
+const (
+	SpawnAccepted     SpawnPhase = "accepted"     // validated, nothing started yet
+	SpawnProvisioning SpawnPhase = "provisioning" // bundle sync progress
+	SpawnDegraded     SpawnPhase = "degraded"     // registry unavailable, cached copy used
+	SpawnStarting     SpawnPhase = "starting"     // worker process being started
+)
+
+// SpawnProgressFrame (A→S) reports how a spawn is going, so that the
+// server can walk requested → spawning → provisioning → degraded_cache
+// before the spawned answer. It never carries the spawn's id (a request's
+// id is for its answer alone); SpawnID echoes it instead.
+type SpawnProgressFrame struct {
+	Header
+	SpawnID    string
+	Phase      SpawnPhase
+	Bundle     string
+	BundleHash string
+	// Files and bytes of the bundle sync so far (provisioning, degraded).
+	FilesTotal, FilesFetched, FilesReused *float64
+	BytesFetched, BytesReused             *float64
+	Message                               string
+}
+
+// FrameType returns "spawn_progress".
+func (*SpawnProgressFrame) FrameType() string { return TypeSpawnProgress }
+
+// Schema lists spawn_progress's fields.
+func (f *SpawnProgressFrame) Schema(s *Schema) {
+	s.String("spawnId", &f.SpawnID, Optional)
+	Enum(s, "phase", &f.Phase, Required, SpawnAccepted, SpawnProvisioning, SpawnDegraded, SpawnStarting)
+	s.String("bundle", &f.Bundle, Required)
+	s.String("bundleHash", &f.BundleHash, Optional)
+	s.OptNumber("filesTotal", &f.FilesTotal)
+	s.OptNumber("filesFetched", &f.FilesFetched)
+	s.OptNumber("filesReused", &f.FilesReused)
+	s.OptNumber("bytesFetched", &f.BytesFetched)
+	s.OptNumber("bytesReused", &f.BytesReused)
+	s.String("message", &f.Message, Optional)
+}
+
+// EventsSinceFrame (S→A) asks for a worker's events after sequence number
+// Since (seed §6: a server that reconnects catches up). The agent answers
+// with the buffered events as ordinary event frames carrying their seq,
+// to the asking connection only, then one events_replayed.
+type EventsSinceFrame struct {
+	Header
+	InstanceID string
+	Since      float64
+}
+
+// FrameType returns "events_since".
+func (*EventsSinceFrame) FrameType() string { return TypeEventsSince }
+
+// Schema lists events_since's fields.
+func (f *EventsSinceFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Number("since", &f.Since)
+}
+
+// EventsReplayedFrame (A→S) closes an events_since answer.
+type EventsReplayedFrame struct {
+	Header
+	InstanceID string
+	Since      float64
+	// Count is how many event frames were replayed; LastSeq is the seq of
+	// the newest event the worker has produced (0 when none).
+	Count   float64
+	LastSeq float64
+	// Missed counts the events after Since that the bounded ring no
+	// longer holds: the server must treat its view as incomplete (and ask
+	// for a get_state snapshot).
+	Missed float64
+}
+
+// FrameType returns "events_replayed".
+func (*EventsReplayedFrame) FrameType() string { return TypeEventsReplayed }
+
+// Schema lists events_replayed's fields.
+func (f *EventsReplayedFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Number("since", &f.Since)
+	s.Number("count", &f.Count)
+	s.Number("lastSeq", &f.LastSeq)
+	s.Number("missed", &f.Missed)
+}
+
+// SessionEntriesFrame (S→A) asks for the entries of a session file after an
+// entry id (AC-3.5.7; pi 0.73.1 has no get_entries). The file is named by
+// a running instance (its session) or by path, which must lie under the
+// agent's sessions root.
+type SessionEntriesFrame struct {
+	Header
+	InstanceID string
+	Path       string
+	// After is the last entry id the server has; "" for every entry.
+	After string
+	// Limit caps the entries of one answer (default and maximum: what
+	// fits one frame).
+	Limit *float64
+}
+
+// FrameType returns "session_entries".
+func (*SessionEntriesFrame) FrameType() string { return TypeSessionEntries }
+
+// Schema lists session_entries's fields.
+func (f *SessionEntriesFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Optional)
+	s.String("path", &f.Path, Optional)
+	s.String("after", &f.After, Optional)
+	s.OptNumber("limit", &f.Limit)
+}
+
+// SessionEntriesResultFrame (A→S) answers session_entries.
+type SessionEntriesResultFrame struct {
+	Header
+	Path  string
+	After string
+	// Entries is a JSON array of the entries, each exactly as pi wrote it.
+	Entries json.RawMessage
+	// LastEntryID is the id to ask after next time; More says more entries
+	// follow it already.
+	LastEntryID string
+	More        bool
+	// Error is set instead of entries: unknown_entry (the id is gone: read
+	// afresh from ""), unknown_instance, not_found, path_escape.
+	Error *FsError
+}
+
+// FrameType returns "session_entries_result".
+func (*SessionEntriesResultFrame) FrameType() string { return TypeSessionEntriesResult }
+
+// Schema lists session_entries_result's fields.
+func (f *SessionEntriesResultFrame) Schema(s *Schema) {
+	s.String("path", &f.Path, Required)
+	s.String("after", &f.After, Optional)
+	s.RawOf("entries", &f.Entries, Required, KindArray)
+	s.String("lastEntryId", &f.LastEntryID, Optional)
+	s.Bool("more", &f.More, Required)
+	OptStruct(s, "error", &f.Error)
+}
+
+// RebundleFrame (S→A) switches a running worker to another bundle on the
+// same session (seed §10, AC-4.1).
+type RebundleFrame struct {
+	Header
+	InstanceID string
+	Bundle     string
+	BundleHash string
+	// Registry overrides the registry URL the bundle is synced from.
+	Registry string
+}
+
+// FrameType returns "rebundle".
+func (*RebundleFrame) FrameType() string { return TypeRebundle }
+
+// Schema lists rebundle's fields.
+func (f *RebundleFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.String("bundle", &f.Bundle, Required)
+	s.String("bundleHash", &f.BundleHash, Optional)
+	s.String("registry", &f.Registry, Optional)
+}
+
+// RebundledFrame (A→S) answers rebundle: Switched with the new bundle, or
+// not switched with Error, the worker still on Bundle (the old one).
+type RebundledFrame struct {
+	Header
+	InstanceID string
+	Switched   bool
+	Bundle     string
+	BundleHash string
+	// Degraded is set when the registry was unavailable and the cached
+	// copy of the target was used.
+	Degraded bool
+	Error    *FsError
+}
+
+// FrameType returns "rebundled".
+func (*RebundledFrame) FrameType() string { return TypeRebundled }
+
+// Schema lists rebundled's fields.
+func (f *RebundledFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Bool("switched", &f.Switched, Required)
+	s.String("bundle", &f.Bundle, Required)
+	s.String("bundleHash", &f.BundleHash, Optional)
+	s.Bool("degraded", &f.Degraded, Optional)
+	OptStruct(s, "error", &f.Error)
+}
+
+// SetToolsFrame (S→A) narrows (or widens) a worker's active tools (AC-4.2):
+// the worker restarts on its session with --tools.
+type SetToolsFrame struct {
+	Header
+	InstanceID string
+	Tools      []string
+}
+
+// FrameType returns "set_tools".
+func (*SetToolsFrame) FrameType() string { return TypeSetTools }
+
+// Schema lists set_tools's fields.
+func (f *SetToolsFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Strings("tools", &f.Tools, Required)
+}
+
+// ToolsSetFrame (A→S) answers set_tools once the worker runs with Tools.
+type ToolsSetFrame struct {
+	Header
+	InstanceID string
+	Tools      []string
+}
+
+// FrameType returns "tools_set".
+func (*ToolsSetFrame) FrameType() string { return TypeToolsSet }
+
+// Schema lists tools_set's fields.
+func (f *ToolsSetFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Strings("tools", &f.Tools, Required)
+}
+
+// ModelPinFrame (S→A) pins (or unpins) a worker's model (AC-4.7): while
+// pinned, a set_model or cycle_model through rpc is refused, and a model
+// change seen in the worker's events is reported as model_drift with
+// refused:true.
+type ModelPinFrame struct {
+	Header
+	InstanceID string
+	Pin        bool
+}
+
+// FrameType returns "model_pin".
+func (*ModelPinFrame) FrameType() string { return TypeModelPin }
+
+// Schema lists model_pin's fields.
+func (f *ModelPinFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Bool("pin", &f.Pin, Required)
+}
+
+// ModelPinnedFrame (A→S) answers model_pin.
+type ModelPinnedFrame struct {
+	Header
+	InstanceID string
+	Pin        bool
+	Model      *ModelRef
+}
+
+// FrameType returns "model_pinned".
+func (*ModelPinnedFrame) FrameType() string { return TypeModelPinned }
+
+// Schema lists model_pinned's fields.
+func (f *ModelPinnedFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Bool("pin", &f.Pin, Required)
+	OptStruct(s, "model", &f.Model)
+}
+
+// ModelDriftFrame (A→S, unsolicited) reports that a worker's model is not
+// the one it was started with or pinned to.
+type ModelDriftFrame struct {
+	Header
+	InstanceID string
+	Expected   ModelRef
+	Actual     ModelRef
+	// Refused is set when the change was refused (pinned model) rather
+	// than only observed.
+	Refused bool
+}
+
+// FrameType returns "model_drift".
+func (*ModelDriftFrame) FrameType() string { return TypeModelDrift }
+
+// Schema lists model_drift's fields.
+func (f *ModelDriftFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	Struct(s, "expected", &f.Expected)
+	Struct(s, "actual", &f.Actual)
+	s.Bool("refused", &f.Refused, Required)
+}
+
+// SessionsRemovedFrame (A→S, unsolicited) completes an incremental
+// sessions_report (full:false carries added and changed sessions): these
+// session files are gone.
+type SessionsRemovedFrame struct {
+	Header
+	Machine string
+	Paths   []string
+}
+
+// FrameType returns "sessions_removed".
+func (*SessionsRemovedFrame) FrameType() string { return TypeSessionsRemoved }
+
+// Schema lists sessions_removed's fields.
+func (f *SessionsRemovedFrame) Schema(s *Schema) {
+	s.String("machine", &f.Machine, Required)
+	s.Strings("paths", &f.Paths, Required)
+}
+
+// TaskEscalatedFrame (A→S, unsolicited) reports that a worker's dialog of
+// an open task went unanswered and was given the safe default (cancel or
+// deny): a human should look at the task (AC-3.11).
+type TaskEscalatedFrame struct {
+	Header
+	TaskID     string
+	InstanceID string
+	RequestID  string
+	Reason     string
+}
+
+// FrameType returns "task_escalated".
+func (*TaskEscalatedFrame) FrameType() string { return TypeTaskEscalated }
+
+// Schema lists task_escalated's fields.
+func (f *TaskEscalatedFrame) Schema(s *Schema) {
+	s.String("taskId", &f.TaskID, Required)
+	s.String("instanceId", &f.InstanceID, Required)
+	s.String("requestId", &f.RequestID, Optional)
+	s.String("reason", &f.Reason, Required)
+}
+
+// pifleetKinds are the frame types above. They are registered by init
+// rather than in frameKinds so that this file is the one place that adds
+// them; moving them into frameKinds changes nothing else.
+var pifleetKinds = []frameKind{
+	kind[SpawnProgressFrame](),
+	kind[EventsSinceFrame](),
+	kind[EventsReplayedFrame](),
+	kind[SessionEntriesFrame](),
+	kind[SessionEntriesResultFrame](),
+	kind[RebundleFrame](),
+	kind[RebundledFrame](),
+	kind[SetToolsFrame](),
+	kind[ToolsSetFrame](),
+	kind[ModelPinFrame](),
+	kind[ModelPinnedFrame](),
+	kind[ModelDriftFrame](),
+	kind[SessionsRemovedFrame](),
+	kind[TaskEscalatedFrame](),
+}
+
+func init() {
+	for _, k := range pifleetKinds {
+		if _, dup := registry[k.name]; dup {
+			panic(fmt.Sprintf("transport: frame type %q registered twice", k.name))
+		}
+		registry[k.name] = k
+		frameKinds = append(frameKinds, k)
+	}
+}

@@ -1,0 +1,33 @@
+package transport
+
+import "encoding/json"
+
+func init() { moreSamples = append(moreSamples, pifleetFrameSamples) }
+
+// pifleetFrameSamples covers the frames of frames_pifleet.go, so that they
+// take part in the round-trip, coverage and fuzz-seed tests.
+func pifleetFrameSamples() []Frame {
+	return []Frame{
+		&SpawnProgressFrame{SpawnID: "r-1", Phase: SpawnProvisioning, Bundle: "default", BundleHash: "ab",
+			FilesTotal: new(10.0), FilesFetched: new(4.0), FilesReused: new(6.0), BytesFetched: new(4096.0), BytesReused: new(0.0), Message: "syncing"},
+		&SpawnProgressFrame{Phase: SpawnAccepted, Bundle: "default"},
+		&EventsSinceFrame{Header: Header{ID: "r-2"}, InstanceID: "i-1", Since: 41},
+		&EventsReplayedFrame{Header: Header{ID: "r-2"}, InstanceID: "i-1", Since: 41, Count: 3, LastSeq: 44, Missed: 0},
+		&SessionEntriesFrame{Header: Header{ID: "r-3"}, InstanceID: "i-1", Path: "/s/a.jsonl", After: "e-9", Limit: new(100.0)},
+		&SessionEntriesFrame{Header: Header{ID: "r-4"}},
+		&SessionEntriesResultFrame{Header: Header{ID: "r-3"}, Path: "/s/a.jsonl", After: "e-9",
+			Entries: json.RawMessage(`[{"type":"message","id":"e-10"}]`), LastEntryID: "e-10", More: true},
+		&SessionEntriesResultFrame{Header: Header{ID: "r-4"}, Path: "/s/b.jsonl", Entries: json.RawMessage(`[]`),
+			Error: &FsError{Code: "not_found", Message: "no such session"}},
+		&RebundleFrame{Header: Header{ID: "r-5"}, InstanceID: "i-1", Bundle: "review", BundleHash: "cd", Registry: "http://100.64.0.1:9787"},
+		&RebundledFrame{Header: Header{ID: "r-5"}, InstanceID: "i-1", Switched: true, Bundle: "review", BundleHash: "cd", Degraded: true},
+		&RebundledFrame{Header: Header{ID: "r-6"}, InstanceID: "i-1", Bundle: "review", Error: &FsError{Code: "hash_mismatch", Message: "x"}},
+		&SetToolsFrame{Header: Header{ID: "r-7"}, InstanceID: "i-1", Tools: []string{"read", "grep"}},
+		&ToolsSetFrame{Header: Header{ID: "r-7"}, InstanceID: "i-1", Tools: []string{}},
+		&ModelPinFrame{Header: Header{ID: "r-8"}, InstanceID: "i-1", Pin: true},
+		&ModelPinnedFrame{Header: Header{ID: "r-8"}, InstanceID: "i-1", Pin: true, Model: &ModelRef{Provider: "p", ID: "m", Thinking: "high"}},
+		&ModelDriftFrame{InstanceID: "i-1", Expected: ModelRef{Provider: "p", ID: "m"}, Actual: ModelRef{Provider: "q", ID: "n"}, Refused: true},
+		&SessionsRemovedFrame{Machine: "build-01", Paths: []string{"/s/old.jsonl"}},
+		&TaskEscalatedFrame{TaskID: "task-1", InstanceID: "i-1", RequestID: "u-1", Reason: "rejected 3 times"},
+	}
+}

@@ -1,0 +1,699 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Object is a JSON object shape of the protocol: a frame or a shared shape
+// such as ModelRef. Its Schema method lists the fields, once, for both
+// directions: the same method validates and decodes a received object and
+// encodes an object to send, so the two can never disagree.
+type Object interface {
+	Schema(s *Schema)
+}
+
+// ObjectPtr is the constraint of the generic Schema helpers (Struct,
+// OptStruct, Structs): a pointer to T that implements Object.
+type ObjectPtr[T any] interface {
+	*T
+	Object
+}
+
+// Presence says whether a field must be present.
+type Presence bool
+
+const (
+	// Optional fields may be absent. When encoding, an optional field at its
+	// zero value (empty string, nil pointer/slice/map, false) is omitted,
+	// never written as null.
+	Optional Presence = false
+	// Required fields must be present. When encoding they are always
+	// written: false, 0, "", [] (for a nil slice) and null (for a nil raw or
+	// nullable value) included.
+	Required Presence = true
+)
+
+// Kinds is a set of JSON value kinds, for raw fields restricted to some
+// kinds (ui_response.value is string, boolean or null).
+type Kinds uint8
+
+// JSON value kinds.
+const (
+	KindString Kinds = 1 << iota
+	KindNumber
+	KindBool
+	KindNull
+	KindObject
+	KindArray
+	// KindAny is every kind.
+	KindAny = KindString | KindNumber | KindBool | KindNull | KindObject | KindArray
+)
+
+// Schema visits the fields of an Object. It runs in one of two modes:
+// decoding (validate a received object and fill the Go value) or encoding
+// (append the Go value as JSON). Object implementations only call its
+// methods, in field order; they never look at the mode.
+//
+// When decoding, the first violation stops the visit and becomes the
+// record's schema_violation error; later calls do nothing. A Schema is used
+// by one goroutine at a time.
+type Schema struct {
+	encoding bool
+
+	// Decoding.
+	sc        scanner
+	data      []byte   // the record
+	members   []member // objects being visited, innermost last
+	lo, hi    int      // members of the current object
+	path      []pathElem
+	frameType string
+	err       *ProtocolError
+
+	// Encoding.
+	buf    []byte
+	comma  bool
+	encErr *EncodeError
+}
+
+type pathElem struct {
+	name  string
+	index int // for array elements; name is "" then
+}
+
+// lookup finds the value of the current object's member name. Duplicate
+// keys resolve to the last one, as in JSON.parse.
+func (s *Schema) lookup(name string) (val []byte, ok bool) {
+	sig := keySig(name)
+	for i := s.hi - 1; i >= s.lo; i-- {
+		m := &s.members[i]
+		switch {
+		case m.sig == sig:
+			if string(s.data[m.keyStart:m.keyEnd]) != name {
+				continue
+			}
+		case m.keyEsc:
+			if string(appendUnquoted(nil, s.data[m.keyStart:m.keyEnd])) != name {
+				continue
+			}
+		default:
+			continue
+		}
+		return s.data[m.valStart:m.valEnd], true
+	}
+	return nil, false
+}
+
+// field is the common start of every decoding visit: it returns the
+// field's raw value, or ok=false when it is absent (failing if required)
+// or when an earlier violation stopped the visit.
+func (s *Schema) field(name string, p Presence) ([]byte, bool) {
+	if s.err != nil {
+		return nil, false
+	}
+	v, ok := s.lookup(name)
+	if !ok && p == Required {
+		s.fail("", "must have required properties "+name)
+	}
+	return v, ok
+}
+
+// fail records the first violation, at the current object's path plus
+// field (if any).
+func (s *Schema) fail(field, reason string) {
+	if s.err != nil {
+		return
+	}
+	var ptr strings.Builder
+	for _, e := range s.path {
+		ptr.WriteByte('/')
+		if e.name == "" {
+			ptr.WriteString(strconv.Itoa(e.index))
+		} else {
+			writePointerToken(&ptr, e.name)
+		}
+	}
+	if field != "" {
+		ptr.WriteByte('/')
+		writePointerToken(&ptr, field)
+	}
+	msg := "invalid " + s.frameType + " frame"
+	if ptr.Len() > 0 {
+		msg += " at " + ptr.String()
+	}
+	s.err = &ProtocolError{Code: CodeSchemaViolation, Message: msg + ": " + reason, FrameType: s.frameType}
+}
+
+// writePointerToken escapes a JSON pointer token (RFC 6901).
+// failIn records a violation inside field: at element sub (an index or a
+// key) of it.
+func (s *Schema) failIn(field, sub, reason string) {
+	s.path = append(s.path, pathElem{name: field})
+	s.fail(sub, reason)
+	s.path = s.path[:len(s.path)-1]
+}
+
+func writePointerToken(b *strings.Builder, tok string) {
+	for _, r := range tok {
+		switch r {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteRune(r)
+		}
+	}
+}
+
+func (s *Schema) encFail(field, reason string) {
+	if s.encErr == nil {
+		s.encErr = &EncodeError{FrameType: s.frameType, Path: "/" + field, Reason: reason}
+	}
+}
+
+// key appends `,"name":` (the comma only between members).
+func (s *Schema) key(name string) {
+	if s.comma {
+		s.buf = append(s.buf, ',')
+	}
+	s.comma = true
+	s.buf = appendString(s.buf, name)
+	s.buf = append(s.buf, ':')
+}
+
+func decodeString(v []byte) (string, bool) {
+	if len(v) == 0 || v[0] != '"' {
+		return "", false
+	}
+	return unquote(v, hasBackslash(v)), true
+}
+
+func hasBackslash(v []byte) bool { return bytes.IndexByte(v, '\\') >= 0 }
+
+// String visits a string field. An optional string is omitted when empty.
+func (s *Schema) String(name string, p *string, pr Presence) {
+	if s.encoding {
+		if pr == Required || *p != "" {
+			s.key(name)
+			s.buf = appendString(s.buf, *p)
+		}
+		return
+	}
+	if v, ok := s.field(name, pr); ok {
+		if str, ok := decodeString(v); ok {
+			*p = str
+		} else {
+			s.fail(name, "must be string")
+		}
+	}
+}
+
+// StringPtr visits an optional string field where "" and absent differ
+// (fs_result.text: an empty file has text ""). nil is omitted.
+func (s *Schema) StringPtr(name string, p **string) {
+	if s.encoding {
+		if *p != nil {
+			s.key(name)
+			s.buf = appendString(s.buf, **p)
+		}
+		return
+	}
+	if v, ok := s.field(name, Optional); ok {
+		if str, ok := decodeString(v); ok {
+			*p = &str
+		} else {
+			s.fail(name, "must be string")
+		}
+	}
+}
+
+// NullableString visits a string-or-null field (exec_exit.signal). A
+// required one is written as null when nil; an optional one is omitted.
+func (s *Schema) NullableString(name string, p **string, pr Presence) {
+	if s.encoding {
+		switch {
+		case *p != nil:
+			s.key(name)
+			s.buf = appendString(s.buf, **p)
+		case pr == Required:
+			s.key(name)
+			s.buf = append(s.buf, "null"...)
+		}
+		return
+	}
+	if v, ok := s.field(name, pr); ok {
+		if str, ok := decodeString(v); ok {
+			*p = &str
+		} else if string(v) != "null" {
+			s.fail(name, "must be string,null")
+		}
+	}
+}
+
+// Enum visits a string field restricted to allowed values. Decoding stores
+// the matching constant, so it never allocates.
+func Enum[T ~string](s *Schema, name string, p *T, pr Presence, allowed ...T) {
+	if s.encoding {
+		if pr == Required || *p != "" {
+			s.key(name)
+			s.buf = appendString(s.buf, string(*p))
+		}
+		return
+	}
+	v, ok := s.field(name, pr)
+	if !ok {
+		return
+	}
+	if len(v) == 0 || v[0] != '"' {
+		s.fail(name, "must be string")
+		return
+	}
+	body := v[1 : len(v)-1]
+	if hasBackslash(body) {
+		body = appendUnquoted(nil, body)
+	}
+	for _, a := range allowed {
+		if string(body) == string(a) {
+			*p = a
+			return
+		}
+	}
+	s.fail(name, "must be equal to one of the allowed values")
+}
+
+func decodeNumber(v []byte) (float64, string) {
+	if len(v) == 0 || !(v[0] == '-' || '0' <= v[0] && v[0] <= '9') {
+		return 0, "must be number"
+	}
+	f, ok := parseNumber(v)
+	if !ok {
+		return 0, "must be a finite number"
+	}
+	return f, ""
+}
+
+func (s *Schema) appendNumber(name string, f float64) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		s.encFail(name, "number is not finite")
+		f = 0
+	}
+	s.buf = appendFloat(s.buf, f)
+}
+
+// Number visits a required number field. Any JSON number is accepted, as
+// in JavaScript; integers up to 2^53 are exact.
+func (s *Schema) Number(name string, p *float64) {
+	if s.encoding {
+		s.key(name)
+		s.appendNumber(name, *p)
+		return
+	}
+	if v, ok := s.field(name, Required); ok {
+		if f, why := decodeNumber(v); why == "" {
+			*p = f
+		} else {
+			s.fail(name, why)
+		}
+	}
+}
+
+// OptNumber visits an optional number field; nil is omitted.
+func (s *Schema) OptNumber(name string, p **float64) {
+	if s.encoding {
+		if *p != nil {
+			s.key(name)
+			s.appendNumber(name, **p)
+		}
+		return
+	}
+	if v, ok := s.field(name, Optional); ok {
+		if f, why := decodeNumber(v); why == "" {
+			*p = &f
+		} else {
+			s.fail(name, why)
+		}
+	}
+}
+
+// NullableNumber visits a number-or-null field (exec_exit.exitCode). A
+// required one is written as null when nil; an optional one is omitted
+// (and null decodes as nil).
+func (s *Schema) NullableNumber(name string, p **float64, pr Presence) {
+	if s.encoding {
+		switch {
+		case *p != nil:
+			s.key(name)
+			s.appendNumber(name, **p)
+		case pr == Required:
+			s.key(name)
+			s.buf = append(s.buf, "null"...)
+		}
+		return
+	}
+	if v, ok := s.field(name, pr); ok {
+		if string(v) == "null" {
+			*p = nil
+		} else if f, why := decodeNumber(v); why == "" {
+			*p = &f
+		} else {
+			s.fail(name, "must be number,null")
+		}
+	}
+}
+
+// Bool visits a boolean field. A required one is always written (false
+// included); an optional one only when true.
+func (s *Schema) Bool(name string, p *bool, pr Presence) {
+	if s.encoding {
+		if pr == Required || *p {
+			s.key(name)
+			s.buf = strconv.AppendBool(s.buf, *p)
+		}
+		return
+	}
+	if v, ok := s.field(name, pr); ok {
+		switch string(v) {
+		case "true":
+			*p = true
+		case "false":
+			*p = false
+		default:
+			s.fail(name, "must be boolean")
+		}
+	}
+}
+
+// Strings visits an array of strings. A required nil slice is written as
+// []; an optional nil slice is omitted. Decoding [] gives an empty,
+// non-nil slice.
+func (s *Schema) Strings(name string, p *[]string, pr Presence) {
+	if s.encoding {
+		if *p == nil && pr == Optional {
+			return
+		}
+		s.key(name)
+		s.buf = append(s.buf, '[')
+		for i, str := range *p {
+			if i > 0 {
+				s.buf = append(s.buf, ',')
+			}
+			s.buf = appendString(s.buf, str)
+		}
+		s.buf = append(s.buf, ']')
+		return
+	}
+	v, ok := s.field(name, pr)
+	if !ok {
+		return
+	}
+	if v[0] != '[' {
+		s.fail(name, "must be array")
+		return
+	}
+	out := make([]string, 0)
+	for i, at, first := 0, 1, true; ; i, first = i+1, false {
+		start, end, more := s.sc.nextElement(v, at, first)
+		if !more {
+			break
+		}
+		str, ok := decodeString(v[start:end])
+		if !ok {
+			s.failIn(name, strconv.Itoa(i), "must be string")
+			return
+		}
+		out = append(out, str)
+		at = end
+	}
+	*p = out
+}
+
+// StringMap visits an object whose values are all strings (spawn.env). A
+// required nil map is written as {}; an optional nil map is omitted.
+func (s *Schema) StringMap(name string, p *map[string]string, pr Presence) {
+	if s.encoding {
+		if *p == nil && pr == Optional {
+			return
+		}
+		s.key(name)
+		s.buf = append(s.buf, '{')
+		first := true
+		for _, k := range sortedKeys(*p) {
+			if !first {
+				s.buf = append(s.buf, ',')
+			}
+			first = false
+			s.buf = appendString(s.buf, k)
+			s.buf = append(s.buf, ':')
+			s.buf = appendString(s.buf, (*p)[k])
+		}
+		s.buf = append(s.buf, '}')
+		return
+	}
+	v, ok := s.field(name, pr)
+	if !ok {
+		return
+	}
+	if v[0] != '{' {
+		s.fail(name, "must be object")
+		return
+	}
+	base := len(s.members)
+	s.members, _ = s.sc.appendMembers(s.members, v, 0)
+	out := make(map[string]string, len(s.members)-base)
+	for _, m := range s.members[base:] {
+		key := unquote(v[m.keyStart-1:m.keyEnd+1], m.keyEsc)
+		str, ok := decodeString(v[m.valStart:m.valEnd])
+		if !ok {
+			s.members = s.members[:base]
+			s.failIn(name, key, "must be string")
+			return
+		}
+		out[key] = str
+	}
+	s.members = s.members[:base]
+	*p = out
+}
+
+// Raw visits a field that holds any JSON value, kept verbatim
+// (rpc.command, event.event). A required raw field is written as null when
+// nil: the key is always present.
+func (s *Schema) Raw(name string, p *json.RawMessage, pr Presence) {
+	s.RawOf(name, p, pr, KindAny)
+}
+
+// RawOf is Raw restricted to some kinds of JSON value.
+func (s *Schema) RawOf(name string, p *json.RawMessage, pr Presence, kinds Kinds) {
+	if s.encoding {
+		switch {
+		case *p != nil:
+			s.key(name)
+			s.appendRaw(name, *p)
+		case pr == Required:
+			s.key(name)
+			s.buf = append(s.buf, "null"...)
+		}
+		return
+	}
+	v, ok := s.field(name, pr)
+	if !ok {
+		return
+	}
+	if kinds != KindAny && kindOf(v)&kinds == 0 {
+		s.fail(name, "must be "+kinds.String())
+		return
+	}
+	raw := make(json.RawMessage, len(v))
+	copy(raw, v)
+	*p = raw
+}
+
+func kindOf(v []byte) Kinds {
+	switch v[0] {
+	case '"':
+		return KindString
+	case 't', 'f':
+		return KindBool
+	case 'n':
+		return KindNull
+	case '{':
+		return KindObject
+	case '[':
+		return KindArray
+	default:
+		return KindNumber
+	}
+}
+
+// String lists the kinds the way schema messages name them ("string,boolean,null").
+func (k Kinds) String() string {
+	names := []string{"string", "number", "boolean", "null", "object", "array"}
+	var out []string
+	for i, n := range names {
+		if k&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// appendRaw appends a raw JSON value after checking that it is exactly one
+// JSON value. A value spread over several lines (json.MarshalIndent
+// output) is compacted, since a frame must be one line.
+func (s *Schema) appendRaw(name string, raw json.RawMessage) {
+	start := skipSpace(raw, 0)
+	end := s.sc.skipValue(raw, start)
+	if end < 0 || skipSpace(raw, end) != len(raw) {
+		s.encFail(name, "raw value is not valid JSON")
+		s.buf = append(s.buf, "null"...)
+		return
+	}
+	raw = raw[start:end]
+	if bytes.IndexByte(raw, '\n') >= 0 || bytes.IndexByte(raw, '\r') >= 0 {
+		s.buf = appendCompact(s.buf, raw)
+		return
+	}
+	s.buf = append(s.buf, raw...)
+}
+
+// appendCompact appends valid JSON without the whitespace between tokens.
+func appendCompact(dst, src []byte) []byte {
+	for i := 0; i < len(src); {
+		c := src[i]
+		if c == '"' {
+			end, _ := skipString(src, i)
+			dst = append(dst, src[i:end]...)
+			i = end
+			continue
+		}
+		if !isSpace[c] {
+			dst = append(dst, c)
+		}
+		i++
+	}
+	return dst
+}
+
+// enterObject makes the object v the current one; leave restores.
+func (s *Schema) enterObject(name string, index int, v []byte) (lo, hi int) {
+	lo, hi = s.lo, s.hi
+	base := len(s.members)
+	// v is always a subslice of the record, so its offset there follows
+	// from the capacities; members are stored as offsets into the record.
+	off := cap(s.data) - cap(v)
+	s.members, _ = s.sc.appendMembers(s.members, s.data, off)
+	s.lo, s.hi = base, len(s.members)
+	s.path = append(s.path, pathElem{name: name, index: index})
+	return lo, hi
+}
+
+func (s *Schema) leaveObject(lo, hi int) {
+	s.members = s.members[:s.lo]
+	s.lo, s.hi = lo, hi
+	s.path = s.path[:len(s.path)-1]
+}
+
+// Struct visits a required nested object.
+func Struct[T any, P ObjectPtr[T]](s *Schema, name string, p *T) {
+	if s.encoding {
+		s.key(name)
+		s.appendObject(P(p))
+		return
+	}
+	if v, ok := s.field(name, Required); ok {
+		decodeObject[T, P](s, name, -1, v, p)
+	}
+}
+
+// OptStruct visits an optional nested object; nil is omitted.
+func OptStruct[T any, P ObjectPtr[T]](s *Schema, name string, p **T) {
+	if s.encoding {
+		if *p != nil {
+			s.key(name)
+			s.appendObject(P(*p))
+		}
+		return
+	}
+	if v, ok := s.field(name, Optional); ok {
+		t := new(T)
+		if decodeObject[T, P](s, name, -1, v, t) {
+			*p = t
+		}
+	}
+}
+
+// Structs visits an array of objects. A required nil slice is written as
+// []; an optional nil slice is omitted. Decoding [] gives an empty,
+// non-nil slice.
+func Structs[T any, P ObjectPtr[T]](s *Schema, name string, p *[]T, pr Presence) {
+	if s.encoding {
+		if *p == nil && pr == Optional {
+			return
+		}
+		s.key(name)
+		s.buf = append(s.buf, '[')
+		for i := range *p {
+			if i > 0 {
+				s.buf = append(s.buf, ',')
+			}
+			s.appendObject(P(&(*p)[i]))
+		}
+		s.buf = append(s.buf, ']')
+		return
+	}
+	v, ok := s.field(name, pr)
+	if !ok {
+		return
+	}
+	if v[0] != '[' {
+		s.fail(name, "must be array")
+		return
+	}
+	out := make([]T, 0)
+	s.path = append(s.path, pathElem{name: name})
+	for i, at, first := 0, 1, true; ; i, first = i+1, false {
+		start, end, more := s.sc.nextElement(v, at, first)
+		if !more {
+			break
+		}
+		var zero T
+		out = append(out, zero)
+		if !decodeObject[T, P](s, "", i, v[start:end], &out[i]) {
+			break
+		}
+		at = end
+	}
+	s.path = s.path[:len(s.path)-1]
+	if s.err == nil {
+		*p = out
+	}
+}
+
+// decodeObject checks that v is an object and visits it into p.
+func decodeObject[T any, P ObjectPtr[T]](s *Schema, name string, index int, v []byte, p *T) bool {
+	if v[0] != '{' {
+		if name == "" {
+			s.path = append(s.path, pathElem{index: index})
+			s.fail("", "must be object")
+			s.path = s.path[:len(s.path)-1]
+		} else {
+			s.fail(name, "must be object")
+		}
+		return false
+	}
+	lo, hi := s.enterObject(name, index, v)
+	P(p).Schema(s)
+	s.leaveObject(lo, hi)
+	return s.err == nil
+}
+
+func (s *Schema) appendObject(o Object) {
+	s.buf = append(s.buf, '{')
+	s.comma = false
+	o.Schema(s)
+	s.buf = append(s.buf, '}')
+	s.comma = true
+}
