@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 
+	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/bundle/rebundle"
 	"example.com/pifleet/dialer"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/session"
@@ -31,7 +33,9 @@ func machines() []diagram {
 		transport.ConnectionTable,
 		dialer.Table,
 		fleet.InstanceTable,
+		cache.SyncTable,
 		session.RegistryTable,
+		rebundle.Table,
 	}
 }
 

@@ -1,0 +1,137 @@
+package bundle
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+
+	"example.com/pifleet/bundle/internal/filehash"
+	"example.com/pifleet/bundle/pathsafe"
+)
+
+// BuildOptions tunes Build.
+type BuildOptions struct {
+	// Workers hash files in parallel; 0 means twice GOMAXPROCS (small
+	// files cost more in system calls than in hashing, so more workers than
+	// CPUs keep the CPUs busy).
+	Workers int
+}
+
+// Build walks the source directory dir and returns the manifest of its
+// files, named name, with metadata md.
+//
+// Only regular files count: symbolic links (to files or directories) and
+// special files are skipped, and the bundle.json at the root is the
+// metadata, not a file. Paths are POSIX, files are in UTF-16 order of
+// their paths, so the same directory gives a byte-identical manifest on
+// every platform. A path that breaks the path-safety rules aborts the
+// build (*UnsafePathsError), and so does a resource of md that names
+// nothing in the bundle (*MetadataError).
+func Build(dir, name string, md Metadata, opts BuildOptions) (*Manifest, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	var dirs []filehash.Dir
+	var prefixes []string // the POSIX path of each of dirs, "" for the root
+	if err := walk(dir, "", &dirs, &prefixes); err != nil {
+		return nil, fmt.Errorf("bundle %s: walking %s: %w", name, dir, err)
+	}
+	var rel []string
+	for i, d := range dirs {
+		for _, n := range d.Names {
+			if prefixes[i] != "" {
+				n = prefixes[i] + "/" + n
+			}
+			rel = append(rel, n)
+		}
+	}
+	if err := pathsafe.CheckSet(rel); err != nil {
+		return nil, &UnsafePathsError{Err: err.(*pathsafe.SetError)}
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 2 * runtime.GOMAXPROCS(0)
+	}
+	sums, err := filehash.HashDirs(dirs, workers)
+	if err != nil {
+		return nil, fmt.Errorf("bundle %s: %w", name, err)
+	}
+	m := &Manifest{Name: name, Metadata: md, Files: make([]File, 0, len(rel))}
+	for i := range dirs {
+		for _, r := range sums[i] {
+			p := rel[len(m.Files)]
+			m.Files = append(m.Files, File{Path: p, SHA256: r.SHA256, Bytes: r.Bytes})
+		}
+	}
+	sortFiles(m.Files)
+	m.BundleHash = Hash(m.Files)
+	if problems := checkResources(&md, m); len(problems) > 0 {
+		return nil, &MetadataError{File: filepath.Join(dir, MetadataFile), Problems: problems}
+	}
+	return m, nil
+}
+
+// walk lists the regular files under dir/prefix, one filehash.Dir per
+// directory (with its POSIX path in prefixes).
+func walk(dir, prefix string, dirs *[]filehash.Dir, prefixes *[]string) error {
+	native := filepath.Join(dir, filepath.FromSlash(prefix))
+	f, err := os.Open(native)
+	if err != nil {
+		return err
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	d := filehash.Dir{Path: native}
+	var subdirs []string
+	for _, e := range entries {
+		switch t := e.Type(); {
+		case t.IsDir():
+			subdirs = append(subdirs, e.Name())
+		case t.IsRegular():
+			if prefix != "" || e.Name() != MetadataFile {
+				d.Names = append(d.Names, e.Name())
+			}
+		}
+	}
+	// Sorted here, the files usually come out in manifest order, and the
+	// final sort only checks it.
+	slices.SortFunc(d.Names, CompareUTF16)
+	slices.SortFunc(subdirs, CompareUTF16)
+	if len(d.Names) > 0 {
+		*dirs = append(*dirs, d)
+		*prefixes = append(*prefixes, prefix)
+	}
+	for _, sub := range subdirs {
+		p := sub
+		if prefix != "" {
+			p = prefix + "/" + sub
+		}
+		if err := walk(dir, p, dirs, prefixes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BuildDir reads dir's bundle.json and builds its manifest: the usual way
+// to turn a source directory into a bundle.
+func BuildDir(dir, name string, opts BuildOptions) (*Manifest, error) {
+	md, err := ReadMetadata(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Build(dir, name, md, opts)
+	if err != nil {
+		var me *MetadataError
+		if errors.As(err, &me) && me.File == "" {
+			me.File = filepath.Join(dir, MetadataFile)
+		}
+	}
+	return m, err
+}

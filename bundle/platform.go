@@ -1,0 +1,33 @@
+package bundle
+
+import (
+	"runtime"
+	"slices"
+)
+
+// HostPlatform returns the platform this process runs on, named as Node
+// names it (process.platform), the names bundle manifests and hello
+// frames use: linux, darwin, win32, freebsd, openbsd, sunos, aix, android.
+func HostPlatform() string { return NodePlatform(runtime.GOOS) }
+
+// NodePlatform maps a GOOS value to Node's platform name.
+func NodePlatform(goos string) string {
+	switch goos {
+	case "windows":
+		return "win32"
+	case "solaris", "illumos":
+		return "sunos"
+	}
+	return goos
+}
+
+// CheckPlatform returns nil when the bundle runs on platform (a Node
+// platform name) and a *PlatformError otherwise. A bundle without
+// platforms runs everywhere. It needs nothing but the manifest, so an
+// agent can refuse a spawn before any process starts.
+func (m *Manifest) CheckPlatform(platform string) error {
+	if len(m.Platforms) == 0 || slices.Contains(m.Platforms, platform) {
+		return nil
+	}
+	return &PlatformError{Bundle: m.Name, Platform: platform, Supported: slices.Clone(m.Platforms)}
+}

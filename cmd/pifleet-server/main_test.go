@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"example.com/pifleet/bundle/registry"
+)
+
+// cli runs the command line in-process and returns status, stdout, stderr.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	status := run(args, &Output{Out: &out, Err: &errOut})
+	return status, out.String(), errOut.String()
+}
+
+func source(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestBundlePublishListShow(t *testing.T) {
+	reg := t.TempDir()
+	src := source(t, map[string]string{
+		"README.md": "hello\n", "skills/greet/SKILL.md": "# greet\n",
+		"bundle.json": `{"skills":["skills"],"tools":{"active":["read","grep"]}}`,
+	})
+	status, out, errOut := cli(t, "bundle", "publish", "--registry", reg, "--name", "default", "--quiet", src)
+	if status != 0 {
+		t.Fatalf("publish: status %d, stderr %s", status, errOut)
+	}
+	m, err := registry.Show(reg, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != m.BundleHash+"\n" {
+		t.Errorf("publish --quiet printed %q, want only the bundleHash", out)
+	}
+	if _, err := os.Stat(filepath.Join(reg, "default", "files", "skills", "greet", "SKILL.md")); err != nil {
+		t.Errorf("registry layout: %v", err)
+	}
+
+	status, out, _ = cli(t, "bundle", "publish", "--registry", reg, "--name", "default", src)
+	if status != 0 || !strings.Contains(out, "bundleHash "+m.BundleHash) || !strings.Contains(out, "2 files") {
+		t.Errorf("publish: %d %q", status, out)
+	}
+
+	status, out, _ = cli(t, "bundle", "list", "--registry", reg)
+	if status != 0 || !strings.Contains(out, "default") || !strings.Contains(out, m.BundleHash) {
+		t.Errorf("list: %d %q", status, out)
+	}
+	status, out, _ = cli(t, "bundle", "list", "--registry", reg, "--json")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); status != 0 || err != nil || len(list) != 1 || list[0]["bundleHash"] != m.BundleHash {
+		t.Errorf("list --json: %d %q %v", status, out, err)
+	}
+
+	status, out, _ = cli(t, "bundle", "show", "--registry", reg, "default")
+	for _, want := range []string{"bundleHash  " + m.BundleHash, "skills", "[read grep]", "skills/greet/SKILL.md"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	if status != 0 {
+		t.Errorf("show: status %d", status)
+	}
+	status, out, _ = cli(t, "bundle", "show", "--registry", reg, "--json", "default")
+	onDisk, _ := os.ReadFile(filepath.Join(reg, "default", "manifest.json"))
+	if status != 0 || out != string(onDisk) {
+		t.Errorf("show --json: %d\n%s\nwant\n%s", status, out, onDisk)
+	}
+}
+
+func TestBundleRegistryFromEnvironment(t *testing.T) {
+	reg := t.TempDir()
+	t.Setenv("PIFLEET_REGISTRY", reg)
+	t.Setenv("PIFLEET_BUNDLE_NAME", "envname")
+	if status, _, errOut := cli(t, "bundle", "publish", "-q", source(t, map[string]string{"a": "1"})); status != 0 {
+		t.Fatalf("publish: %d %s", status, errOut)
+	}
+	if _, err := registry.Show(reg, "envname"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBundleErrors(t *testing.T) {
+	reg := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bundle", "show", "--registry", reg, "nope"}, "not_found"},
+		{[]string{"bundle", "publish", "--registry", reg, source(t, map[string]string{"a": "1"})}, "--name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--name", "../x", source(t, map[string]string{"a": "1"})}, "invalid bundle name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", source(t, map[string]string{"a": "1", "bundle.json": `{"skils":[]}`})}, "skils: unknown key"},
+		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", source(t, map[string]string{"CON.txt": "1"})}, "reserved_name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", filepath.Join(reg, "missing")}, "missing"},
+		{[]string{"bundle", "teleport"}, "unexpected argument"},
+	} {
+		status, _, errOut := cli(t, tc.args...)
+		if status == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: status %d, stderr %q; want a failure mentioning %q", tc.args, status, errOut, tc.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	status, out, _ := cli(t, "bundle", "publish", "--help")
+	if status != 0 || !strings.Contains(out, "PIFLEET_REGISTRY") || !strings.Contains(out, "--quiet") {
+		t.Errorf("help: %d %q", status, out)
+	}
+}
