@@ -1,0 +1,80 @@
+//go:build unix
+
+package worker
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+
+	"example.com/pifleet/internal/shim"
+	"go.uber.org/goleak"
+)
+
+// The test binary also plays the shim (as `pifleet-agent shim` would) and
+// two misbehaving workers, chosen by its first argument.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "shim":
+			os.Exit(shim.Main(os.Args[2:]))
+		case "stubborn", "crasher", "toy":
+			os.Exit(helperWorker(os.Args[1]))
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// helperWorker answers get_state like pi. As "toy" it runs each prompt as
+// a one-message run and exits at stdin EOF. As "stubborn" it ignores
+// abort, stdin EOF and SIGTERM (only SIGKILL ends it). As "crasher" it
+// writes to stderr and exits 3 at its first prompt.
+func helperWorker(role string) int {
+	if role == "stubborn" {
+		signal.Ignore(syscall.SIGTERM)
+		if path := os.Getenv("WITNESS"); path != "" {
+			// A child in the worker's process group, deaf to SIGTERM too,
+			// that holds the witness FIFO while it lives.
+			child := exec.Command("/bin/sh", "-c", `exec sleep 300 3>"$WITNESS"`)
+			if err := child.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+	}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var cmd struct{ ID, Type, Message string }
+		if json.Unmarshal(in.Bytes(), &cmd) != nil {
+			continue
+		}
+		switch cmd.Type {
+		case "get_state":
+			fmt.Printf(`{"id":%q,"type":"response","command":"get_state","success":true,"data":{"model":{"id":"toy-1","provider":"test"},"isStreaming":false,"sessionFile":"/tmp/toy-session.jsonl","sessionId":"s","messageCount":0,"pendingMessageCount":0}}`+"\n", cmd.ID)
+		case "prompt":
+			fmt.Printf(`{"id":%q,"type":"response","command":"prompt","success":true}`+"\n", cmd.ID)
+			fmt.Println(`{"type":"agent_start"}`)
+			switch role {
+			case "crasher":
+				fmt.Fprintln(os.Stderr, "boom: the worker crashed")
+				return 3
+			case "toy":
+				fmt.Printf(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":%q}],"stopReason":"stop"}}`+"\n", "echo: "+cmd.Message)
+				fmt.Println(`{"type":"agent_end","messages":[]}`)
+			}
+		case "abort":
+			if role == "toy" {
+				fmt.Printf(`{"id":%q,"type":"response","command":"abort","success":true}`+"\n", cmd.ID)
+			}
+		}
+	}
+	if role == "toy" {
+		return 0
+	}
+	select {} // deaf to EOF
+}

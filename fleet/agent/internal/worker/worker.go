@@ -1,0 +1,825 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"example.com/pifleet/internal/fsmkit"
+	"example.com/pifleet/internal/shim"
+	"example.com/pifleet/transport/pirpc"
+	"github.com/rs/zerolog"
+)
+
+// Worker supervises one pi process that runs under a shim. Its methods are
+// safe for concurrent use.
+type Worker struct {
+	spec     Spec
+	log      zerolog.Logger
+	idPrefix string
+
+	mu          sync.Mutex
+	gen         *generation
+	gens        int // generations launched, names the sockets
+	machine     fsmkit.Machine[State, LifecycleEvent]
+	pid         int
+	sessionPath string
+	model       string
+	detector    *pirpc.SettleDetector
+	waitTimer   *time.Timer
+	run         pirpc.Tally // the current run
+	toolCalls   int         // over the worker's life
+	lastText    string
+	budget      budgetMeter
+	runOpen     bool
+	runDone     chan struct{} // closed when the open run settles
+	runTimer    *time.Timer
+	runToken    uint64
+	dialogs     map[string]*dialog
+	outcomes    []DialogOutcome
+	escalated   bool
+	pending     map[string]handler
+	nextID      uint64
+	pin         *pinnedModel
+	ring        *ring
+	stderrTail  string
+	restarting  bool
+	detached    bool
+	finished    bool
+
+	// Delivery: an unbounded queue drained by one goroutine into events.
+	// The shim's window bounds it: a line is acknowledged to the shim only
+	// once its event was delivered.
+	qmu       sync.Mutex
+	queue     []item
+	qkick     chan struct{}
+	events    chan Event
+	stopDeliv chan struct{}
+	delivDone chan struct{}
+	lastSeq   uint64 // last delivered, guarded by qmu
+	delivOpen bool   // runOpen as of lastSeq, guarded by qmu
+	skipTo    uint64 // events up to this seq were delivered in a previous life
+
+	wg   sync.WaitGroup // read loops and asynchronous writes
+	done chan struct{}  // closed once every goroutine has ended
+}
+
+// generation is one worker process and its shim.
+type generation struct {
+	c       *shim.Client
+	socket  string
+	token   string
+	base    uint64 // added to the shim's seqs
+	exit    *Exit
+	exitSeq uint64        // the exit record's shim seq
+	exited  chan struct{} // closed once the exit (or the loss) was handled
+	last    uint64        // highest event seq produced from this shim
+}
+
+// item is one entry of the delivery queue: an event to deliver and the
+// shim record to acknowledge after it (an event of nil only acknowledges).
+type item struct {
+	ev      *Event
+	g       *generation
+	shimSeq uint64
+	runOpen bool
+	close   bool
+}
+
+// handler handles the response to one of the worker's own commands and
+// returns the events it produces (they take the response line's seq).
+type handler func(r *pirpc.Response, seq uint64) []Event
+
+type dialog struct {
+	ui    *UIRequest
+	timer *time.Timer
+}
+
+type pinnedModel struct{ provider, id string }
+
+func (p *pinnedModel) String() string { return p.provider + "/" + p.id }
+
+func (s *Spec) validate() error {
+	switch {
+	case s.InstanceID == "":
+		return &SpecError{"InstanceID", "empty"}
+	case len(s.Command) == 0 || s.Command[0] == "":
+		return &SpecError{"Command", "empty"}
+	case len(s.ShimCommand) == 0 || s.ShimCommand[0] == "":
+		return &SpecError{"ShimCommand", "empty"}
+	case s.StateDir == "" || !filepath.IsAbs(s.StateDir):
+		return &SpecError{"StateDir", fmt.Sprintf("%q is not an absolute path", s.StateDir)}
+	case s.StopGrace < 0 || s.DialogTimeout < 0 || s.RingSize < 0:
+		return &SpecError{"StopGrace/DialogTimeout/RingSize", "negative"}
+	case s.Budget.MaxCost < 0 || s.Budget.MaxTurns < 0 || s.Budget.MaxMinutes < 0:
+		return &SpecError{"Budget", "negative limit"}
+	}
+	return nil
+}
+
+func (s Spec) withDefaults() Spec {
+	if s.StopGrace == 0 {
+		s.StopGrace = DefaultStopGrace
+	}
+	if s.DialogTimeout == 0 {
+		s.DialogTimeout = DefaultDialogTimeout
+	}
+	if s.RingSize == 0 {
+		s.RingSize = DefaultRingSize
+	}
+	return s
+}
+
+func newWorker(spec Spec) *Worker {
+	w := &Worker{
+		spec:      spec,
+		log:       spec.Log.With().Str("instance", spec.InstanceID).Logger(),
+		idPrefix:  "pifleet-" + spec.InstanceID + "-",
+		machine:   WorkerTable.Start(),
+		detector:  pirpc.NewSettleDetector(0),
+		budget:    budgetMeter{limit: spec.Budget},
+		dialogs:   make(map[string]*dialog),
+		pending:   make(map[string]handler),
+		ring:      newRing(spec.RingSize),
+		qkick:     make(chan struct{}, 1),
+		events:    make(chan Event),
+		stopDeliv: make(chan struct{}),
+		delivDone: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	go w.deliver()
+	go func() {
+		<-w.delivDone // no generation is launched after this
+		w.wg.Wait()
+		close(w.done)
+	}()
+	return w
+}
+
+// Start launches a shim that runs spec.Command, and returns once the worker
+// answered its first get_state (its session file is then known). A worker
+// that exits first gives a *StartError with its stderr tail.
+func Start(ctx context.Context, spec Spec) (*Worker, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	w := newWorker(spec.withDefaults())
+	if err := w.launch(ctx, spec.Command, 0); err != nil {
+		w.shutdown()
+		return nil, err
+	}
+	return w, nil
+}
+
+// socketPath names the socket of the n-th generation.
+func (w *Worker) socketPath(n int) string {
+	if n == 0 {
+		return filepath.Join(w.spec.StateDir, w.spec.InstanceID+".sock")
+	}
+	return filepath.Join(w.spec.StateDir, w.spec.InstanceID+"-"+strconv.Itoa(n)+".sock")
+}
+
+// launch starts a shim and its worker as a new generation and waits for
+// the first get_state answer.
+func (w *Worker) launch(ctx context.Context, command []string, base uint64) error {
+	w.mu.Lock()
+	n := w.gens
+	w.gens++
+	w.mu.Unlock()
+	socket := w.socketPath(n)
+	token := shim.NewToken()
+	c, err := shim.Start(ctx, shim.StartConfig{
+		Executable: w.spec.ShimCommand[0],
+		Args:       w.spec.ShimCommand[1:],
+		LogPath:    filepath.Join(w.spec.StateDir, w.spec.InstanceID+".shim.log"),
+		Shim: shim.Config{
+			InstanceID: w.spec.InstanceID,
+			Token:      token,
+			Socket:     socket,
+			Command:    command,
+			Dir:        w.spec.Cwd,
+			Env:        w.spec.Env,
+			KillGrace:  w.spec.StopGrace,
+		},
+		Logger: w.log,
+	})
+	if err != nil {
+		return fmt.Errorf("worker %s: %w", w.spec.InstanceID, err)
+	}
+	g := &generation{c: c, socket: socket, token: token, base: base, exited: make(chan struct{})}
+	ready := make(chan *pirpc.Response, 1)
+	w.mu.Lock()
+	w.gen = g
+	w.pid = c.Attached().WorkerPID
+	w.detector = pirpc.NewSettleDetector(0)
+	w.run = pirpc.Tally{}
+	w.model = "" // a restart may bring another model: the probe says which
+	w.closeRunLocked()
+	w.wg.Add(1)
+	go w.readLoop(g)
+	w.callLocked(g, pirpc.GetState{}, func(r *pirpc.Response, _ uint64) []Event {
+		w.noteState(r)
+		ready <- r
+		return nil
+	})
+	w.mu.Unlock()
+	select {
+	case r := <-ready:
+		if err := r.Err(); err != nil {
+			w.log.Warn().Err(err).Msg("first get_state failed")
+		}
+		w.mu.Lock()
+		w.fireLocked(OnReady)
+		w.mu.Unlock()
+		return nil
+	case <-g.exited:
+		return &StartError{Exit: *g.exit}
+	case <-ctx.Done():
+		c.Signal(context.Background(), shim.SignalKill)
+		<-g.exited
+		return fmt.Errorf("worker %s: waiting for the first get_state: %w", w.spec.InstanceID, ctx.Err())
+	}
+}
+
+// Adopt attaches to the shim of a worker that a previous agent process
+// started, and resumes its event stream after the last delivered event.
+// A run that was in flight still settles exactly once, and a worker that
+// exited meanwhile reports its Exit. When the shim is not there (or a
+// different one answers) the error matches ErrGone.
+func Adopt(ctx context.Context, spec Spec, p Persisted) (*Worker, error) {
+	spec.InstanceID = p.InstanceID
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	c, err := shim.Attach(ctx, shim.AttachConfig{Socket: p.Socket, InstanceID: p.InstanceID, Token: p.Token, Logger: spec.Log})
+	if err != nil {
+		if errors.Is(err, shim.ErrNoShim) || errors.Is(err, shim.ErrWrongShim) {
+			return nil, fmt.Errorf("%w: instance %s: %w", ErrGone, p.InstanceID, err)
+		}
+		return nil, fmt.Errorf("worker %s: adopt: %w", p.InstanceID, err)
+	}
+	w := newWorker(spec.withDefaults())
+	g := &generation{c: c, socket: p.Socket, token: p.Token, base: p.SeqBase, exited: make(chan struct{})}
+	st := c.Attached()
+	w.mu.Lock()
+	w.gen = g
+	w.gens = 1 + generationOf(p.Socket, spec.InstanceID)
+	w.pid = st.WorkerPID
+	w.sessionPath = p.SessionPath
+	w.runOpen = p.RunOpen
+	if p.RunOpen {
+		w.runDone = make(chan struct{})
+		w.startRunTimerLocked()
+	}
+	restored := StateIdle
+	if p.RunOpen {
+		restored = StateRunning
+	}
+	w.machine, _ = WorkerTable.Restore(restored)
+	w.skipTo = p.LastSeq
+	w.lastSeq = p.LastSeq
+	w.delivOpen = p.RunOpen
+	w.wg.Add(1)
+	go w.readLoop(g)
+	if st.Running && !st.StdinClosed {
+		w.callLocked(g, pirpc.GetState{}, w.adoptProbe)
+	}
+	w.mu.Unlock()
+	return w, nil
+}
+
+// generationOf recovers n from a socket named by socketPath.
+func generationOf(socket, id string) int {
+	rest, ok := strings.CutPrefix(filepath.Base(socket), id+"-")
+	if !ok {
+		return 0
+	}
+	rest, ok = strings.CutSuffix(rest, ".sock")
+	if n, err := strconv.Atoi(rest); ok && err == nil {
+		return n
+	}
+	return 0
+}
+
+// adoptProbe learns, after the replayed lines, whether a run is in flight:
+// it settles a run whose end the previous agent process missed, and makes
+// the settle detector wait for the end of one still running.
+func (w *Worker) adoptProbe(r *pirpc.Response, seq uint64) []Event {
+	st := w.noteState(r)
+	if st == nil || w.detector.Phase() != pirpc.PhaseIdle {
+		return nil
+	}
+	if st.IsStreaming {
+		w.detector.OnEvent(&pirpc.Event{Type: pirpc.EventAgentStart})
+		if !w.runOpen {
+			w.openRunLocked()
+		}
+		return nil
+	}
+	if w.runOpen {
+		return []Event{w.settledLocked(seq, &pirpc.Settle{}, nil)}
+	}
+	return nil
+}
+
+// noteState records what a get_state answer says about the session and
+// model, and returns it (nil when it failed).
+func (w *Worker) noteState(r *pirpc.Response) *pirpc.State {
+	if r.Err() != nil {
+		return nil
+	}
+	var st pirpc.State
+	if r.Decode(&st) != nil {
+		return nil
+	}
+	if st.SessionFile != "" {
+		w.sessionPath = st.SessionFile
+	}
+	if st.Model != nil && w.model == "" {
+		w.model = st.Model.Provider + "/" + st.Model.ID
+	}
+	return &st
+}
+
+// readLoop turns one shim's records into events.
+func (w *Worker) readLoop(g *generation) {
+	defer w.wg.Done()
+	for ev := range g.c.Events() {
+		switch ev.Kind {
+		case shim.EventLine:
+			w.onLine(g, ev)
+		case shim.EventGap:
+			w.mu.Lock()
+			w.emitLocked(g, 0, Event{Seq: g.base + ev.Gap.From, Kind: KindGap})
+			w.mu.Unlock()
+		case shim.EventExit:
+			w.onExit(g, ev.Seq, ev.Exit)
+		}
+	}
+	err := g.c.Err()
+	g.c.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if g.exit != nil && err == nil && !w.detached {
+		if exited := g.c.ShimExited(); exited != nil {
+			// The shim finishes once its exit was acknowledged; reap it.
+			w.mu.Unlock()
+			<-exited
+			w.mu.Lock()
+		}
+	}
+	if g.exit != nil || w.detached {
+		return
+	}
+	// The shim vanished without an exit record.
+	w.log.Warn().Err(err).Msg("shim connection lost")
+	x := &Exit{Code: -1, Lost: true, DuringRun: w.runOpen}
+	g.exit = x
+	close(g.exited)
+	if w.restarting {
+		w.fireLocked(OnRestartExit)
+		return
+	}
+	w.fireLocked(OnShimLost)
+	w.endLocked()
+	w.emitLocked(g, 0, Event{Seq: g.last + 1, Kind: KindExit, Exit: x})
+	w.closeQueueLocked()
+}
+
+// onLine handles one stdout line.
+func (w *Worker) onLine(g *generation, ev shim.Event) {
+	seq := g.base + ev.Seq
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if seq > g.last {
+		g.last = seq
+	}
+	if ev.Overlong != 0 {
+		w.log.Warn().Int64("bytes", ev.Overlong).Msg("worker line too long, dropped")
+		w.ackLocked(g, ev.Seq)
+		return
+	}
+	rec, err := pirpc.ParseRecord(ev.Data)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("dropped a worker line that is not a pi record")
+		w.ackLocked(g, ev.Seq)
+		return
+	}
+	if r := rec.Response; r != nil {
+		if len(r.ID) >= len(w.idPrefix) && r.ID[:len(w.idPrefix)] == w.idPrefix {
+			// An answer to the worker's own command (maybe from a
+			// previous agent process): never forwarded.
+			var out []Event
+			if h := w.pending[r.ID]; h != nil {
+				delete(w.pending, r.ID)
+				out = h(r, seq)
+			}
+			if len(out) == 0 {
+				w.ackLocked(g, ev.Seq)
+			}
+			for i, e := range out {
+				var ack uint64
+				if i == len(out)-1 {
+					ack = ev.Seq
+				}
+				w.emitLocked(g, ack, e)
+			}
+			return
+		}
+		if r.Command == "prompt" && len(r.Data) > 0 {
+			w.detector.SetNative() // only newer pi's prompt answers carry data
+		}
+		w.emitLocked(g, ev.Seq, Event{Seq: seq, Raw: rec.Raw, Kind: KindResponse})
+		return
+	}
+	w.onEventLocked(g, ev.Seq, seq, rec)
+}
+
+// onEventLocked handles one pi event.
+func (w *Worker) onEventLocked(g *generation, shimSeq, seq uint64, rec pirpc.Record) {
+	e := rec.Event
+	out := Event{Seq: seq, Raw: rec.Raw, Kind: string(e.Type)}
+	if e.Type == pirpc.EventAgentStart && !w.runOpen {
+		w.openRunLocked()
+	}
+	w.run.Observe(e)
+	if e.Type == pirpc.EventToolExecutionStart {
+		w.toolCalls++
+	}
+	if limit := w.budget.observe(e); limit != "" {
+		w.breachLocked(g, limit)
+	}
+	if e.Type == pirpc.EventExtensionUIRequest && e.UIRequest != nil && e.UIRequest.IsDialog() {
+		out.UIRequest = w.openDialogLocked(g, e.UIRequest)
+	}
+	act := w.detector.OnEvent(e)
+	if e.Type == pirpc.EventAgentSettled {
+		if act.Duplicate {
+			w.ackLocked(g, shimSeq) // settled already, by the barrier
+			return
+		}
+		if act.Settled != nil {
+			out.Settled = w.settledLocked(seq, act.Settled, rec.Raw).Settled
+		}
+		act.Settled = nil
+	}
+	w.emitLocked(g, shimSeq, out)
+	w.performLocked(g, act, seq)
+}
+
+// performLocked carries out what the settle detector asked for.
+func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64) []Event {
+	var out []Event
+	if act.Barrier != 0 {
+		token := act.Barrier
+		w.callLocked(g, pirpc.GetState{}, func(r *pirpc.Response, seq uint64) []Event {
+			var st pirpc.BarrierState
+			if s := w.noteState(r); s != nil {
+				st = pirpc.BarrierState{IsStreaming: s.IsStreaming, PendingMessageCount: s.PendingMessageCount}
+			}
+			return w.performLocked(g, w.detector.OnBarrier(token, st), seq)
+		})
+	}
+	if act.Wait != 0 {
+		if w.waitTimer != nil {
+			w.waitTimer.Stop()
+		}
+		token := act.Wait
+		w.waitTimer = time.AfterFunc(act.WaitFor, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.finished && w.gen == g {
+				w.performLocked(g, w.detector.OnTimeout(token), 0)
+			}
+		})
+	}
+	if act.Settled != nil {
+		out = append(out, w.settledLocked(seq, act.Settled, nil))
+	}
+	return out
+}
+
+// openRunLocked starts a run: its figures, its minutes, its budget check.
+func (w *Worker) openRunLocked() {
+	w.fireLocked(OnRunStarted)
+	w.runOpen = true
+	w.runDone = make(chan struct{})
+	w.run = pirpc.Tally{}
+	w.startRunTimerLocked()
+	if w.budget.overNow() {
+		w.log.Info().Str("limit", w.budget.breached).Msg("run started over budget: aborting")
+		w.abortLocked(w.gen)
+	}
+}
+
+func (w *Worker) startRunTimerLocked() {
+	w.runToken++
+	limit := w.budget.runLimit()
+	if limit <= 0 {
+		return
+	}
+	token, g := w.runToken, w.gen
+	w.runTimer = time.AfterFunc(limit, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.runToken == token && w.runOpen && !w.finished {
+			if l := w.budget.expire(); l != "" {
+				w.breachLocked(g, l)
+			}
+		}
+	})
+}
+
+// breachLocked aborts the run at once: the budget is spent.
+func (w *Worker) breachLocked(g *generation, limit string) {
+	w.log.Warn().Str("limit", limit).Float64("cost", w.budget.cost).Int("turns", w.budget.turns).Msg("budget exceeded: aborting")
+	if w.runOpen {
+		w.abortLocked(g)
+	}
+}
+
+func (w *Worker) abortLocked(g *generation) {
+	w.callLocked(g, pirpc.Abort{}, func(*pirpc.Response, uint64) []Event { return nil })
+}
+
+// settledLocked closes a run: the Settled report, the drift check, and
+// the synthetic agent_settled event (raw nil) or pi's own (raw given).
+func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage) Event {
+	limit := w.budget.settle()
+	st := &Settled{
+		Aborted:           s.Aborted,
+		BudgetExceeded:    limit != "",
+		BudgetReason:      limit,
+		Escalated:         w.escalated,
+		Dialogs:           w.outcomes,
+		LastAssistantText: w.run.LastAssistantText,
+		Stats: Stats{
+			Turns:        w.run.Turns,
+			ToolCalls:    w.run.ToolCalls,
+			Cost:         w.run.Cost,
+			FilesChanged: w.run.FilesChanged(),
+		},
+	}
+	if w.run.HasAssistant {
+		w.lastText = w.run.LastAssistantText
+	}
+	w.outcomes, w.escalated = nil, false
+	w.run = pirpc.Tally{}
+	w.closeRunLocked()
+	w.fireLocked(OnRunSettled)
+	w.runToken++
+	if w.runTimer != nil {
+		w.runTimer.Stop()
+	}
+	w.callLocked(w.gen, pirpc.GetState{}, w.driftCheck)
+	if raw == nil {
+		raw, _ = json.Marshal(struct {
+			Type    string `json:"type"`
+			Aborted bool   `json:"aborted"`
+		}{KindSettled, s.Aborted})
+	}
+	return Event{Seq: seq, Raw: raw, Kind: KindSettled, Settled: st}
+}
+
+// driftCheck compares the model after a settle with the one expected, and
+// sets a pinned model back.
+func (w *Worker) driftCheck(r *pirpc.Response, seq uint64) []Event {
+	st := w.noteState(r)
+	if st == nil || st.Model == nil {
+		return nil
+	}
+	now := st.Model.Provider + "/" + st.Model.ID
+	want := w.model
+	if w.pin != nil {
+		want = w.pin.String()
+	}
+	if now == want {
+		return nil
+	}
+	d := &Drift{From: want, To: now}
+	w.model = now
+	if pin := w.pin; pin != nil {
+		d.Restored = true
+		w.callLocked(w.gen, pirpc.SetModel{Provider: pin.provider, ModelID: pin.id}, func(r *pirpc.Response, _ uint64) []Event {
+			if r.Err() != nil {
+				w.log.Warn().Err(r.Err()).Str("model", pin.String()).Msg("could not restore the pinned model")
+				return nil
+			}
+			w.model = pin.String()
+			return nil
+		})
+	}
+	w.log.Warn().Str("from", d.From).Str("to", d.To).Bool("restored", d.Restored).Msg("model drift")
+	return []Event{{Seq: seq, Kind: KindDrift, Drift: d}}
+}
+
+// openDialogLocked answers a dialog from AutoAnswer, or waits for AnswerUI
+// until the dialog's deadline.
+func (w *Worker) openDialogLocked(g *generation, u *pirpc.UIRequest) *UIRequest {
+	ui := newUIRequest(u)
+	if v, ok := autoAnswer(w.spec.AutoAnswer, u.Method, u.Title); ok {
+		line, err := dialogResponse(u.ID, u.Method, v, false)
+		if err == nil {
+			ui.AutoAnswered = true
+			w.outcomes = append(w.outcomes, DialogOutcome{u.ID, u.Method, u.Title, OutcomeAuto})
+			w.writeAsyncLocked(g, line)
+			return ui
+		}
+		w.log.Warn().Err(err).Str("title", u.Title).Msg("unusable autoAnswer, asking instead")
+	}
+	d := &dialog{ui: ui}
+	d.timer = time.AfterFunc(dialogWait(w.spec.DialogTimeout, ui.Timeout), func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.dialogs[ui.RequestID] != d || w.finished {
+			return
+		}
+		delete(w.dialogs, ui.RequestID)
+		w.log.Info().Str("title", ui.Title).Msg("dialog not answered in time: safe default")
+		w.outcomes = append(w.outcomes, DialogOutcome{ui.RequestID, ui.Kind, ui.Title, OutcomeTimedOut})
+		w.escalated = true
+		w.writeAsyncLocked(g, safeDefault(ui.RequestID, ui.Kind))
+	})
+	w.dialogs[ui.RequestID] = d
+	return ui
+}
+
+// onExit handles the end of a worker process.
+func (w *Worker) onExit(g *generation, shimSeq uint64, st *shim.ExitStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	x := &Exit{Code: st.Code, Signal: string(st.Signal), StderrTail: st.StderrTail, DuringRun: w.runOpen}
+	g.exit, g.exitSeq = x, shimSeq
+	close(g.exited)
+	w.stderrTail = st.StderrTail
+	if w.restarting {
+		w.fireLocked(OnRestartExit)
+		w.ackLocked(g, shimSeq) // the restart goes on; nobody needs to know
+		return
+	}
+	if w.machine.State() == StateStopping {
+		w.fireLocked(OnStoppedExit)
+	} else {
+		w.fireLocked(OnExited)
+	}
+	w.endLocked()
+	w.emitLocked(g, shimSeq, Event{Seq: g.base + shimSeq, Kind: KindExit, Exit: x})
+	w.closeQueueLocked()
+}
+
+// fireLocked moves the lifecycle machine; an event that does not apply
+// in the current state is logged and dropped.
+func (w *Worker) fireLocked(ev LifecycleEvent) {
+	if err := w.machine.Fire(ev); err != nil {
+		w.log.Debug().Err(err).Msg("stale lifecycle event")
+	}
+}
+
+// closeRunLocked marks the run closed and wakes a Stop waiting for it.
+func (w *Worker) closeRunLocked() {
+	w.runOpen = false
+	if w.runDone != nil {
+		close(w.runDone)
+		w.runDone = nil
+	}
+}
+
+// endLocked stops the timers of a worker whose process has ended.
+func (w *Worker) endLocked() {
+	w.finished = true
+	w.closeRunLocked()
+	for id, d := range w.dialogs {
+		d.timer.Stop()
+		delete(w.dialogs, id)
+	}
+	if w.runTimer != nil {
+		w.runTimer.Stop()
+	}
+	if w.waitTimer != nil {
+		w.waitTimer.Stop()
+	}
+}
+
+// callLocked sends one of the worker's own commands; h gets its answer.
+func (w *Worker) callLocked(g *generation, cmd pirpc.Command, h handler) {
+	w.nextID++
+	id := w.idPrefix + strconv.FormatUint(w.nextID, 10)
+	line, err := pirpc.EncodeCommand(id, cmd)
+	if err != nil {
+		w.log.Error().Err(err).Msg("encoding an own command")
+		return
+	}
+	w.pending[id] = h
+	w.writeAsyncLocked(g, line)
+}
+
+// writeAsyncLocked writes a line without holding up the caller (the read
+// loop must never wait on the worker's stdin).
+func (w *Worker) writeAsyncLocked(g *generation, line []byte) {
+	if g == nil {
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := g.c.Write(context.Background(), append(line, '\n')); err != nil {
+			w.log.Debug().Err(err).Msg("write to the worker failed")
+		}
+	}()
+}
+
+// emitLocked records an event in the ring and queues it for delivery,
+// followed by the acknowledgement of shimSeq (0: none).
+func (w *Worker) emitLocked(g *generation, shimSeq uint64, ev Event) {
+	w.ring.push(ev)
+	w.qmu.Lock()
+	w.queue = append(w.queue, item{ev: &ev, g: g, shimSeq: shimSeq, runOpen: w.runOpen})
+	w.qmu.Unlock()
+	kick(w.qkick)
+}
+
+// ackLocked queues the acknowledgement of a line that makes no event.
+func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
+	w.qmu.Lock()
+	w.queue = append(w.queue, item{g: g, shimSeq: shimSeq, runOpen: w.runOpen})
+	w.qmu.Unlock()
+	kick(w.qkick)
+}
+
+func (w *Worker) closeQueueLocked() {
+	w.qmu.Lock()
+	w.queue = append(w.queue, item{close: true})
+	w.qmu.Unlock()
+	kick(w.qkick)
+}
+
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// deliver moves queued events to Events, acknowledging each to its shim
+// once delivered. It closes Events after the last event, or on Detach.
+func (w *Worker) deliver() {
+	defer close(w.delivDone)
+	defer close(w.events)
+	for {
+		w.qmu.Lock()
+		if len(w.queue) == 0 {
+			w.qmu.Unlock()
+			select {
+			case <-w.qkick:
+				continue
+			case <-w.stopDeliv:
+				return
+			}
+		}
+		it := w.queue[0]
+		w.queue[0] = item{}
+		w.queue = w.queue[1:]
+		w.qmu.Unlock()
+		if it.close {
+			return
+		}
+		if it.ev != nil && it.ev.Seq > w.skipTo {
+			select {
+			case w.events <- *it.ev:
+			case <-w.stopDeliv:
+				return
+			}
+			w.qmu.Lock()
+			w.lastSeq, w.delivOpen = it.ev.Seq, it.runOpen
+			w.qmu.Unlock()
+		}
+		if it.shimSeq != 0 {
+			it.g.c.Ack(it.shimSeq) // fails only once the shim is gone
+		}
+	}
+}
+
+// shutdown releases a Worker that never got going: its shim (if any)
+// finishes once the exit is acknowledged.
+func (w *Worker) shutdown() {
+	w.mu.Lock()
+	w.detached = true
+	g := w.gen
+	w.mu.Unlock()
+	close(w.stopDeliv)
+	<-w.delivDone
+	if g != nil {
+		if g.exitSeq != 0 {
+			g.c.Ack(g.exitSeq)
+		} else {
+			g.c.Close()
+		}
+	}
+	w.wg.Wait()
+}
