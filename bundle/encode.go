@@ -1,7 +1,7 @@
 package bundle
 
 import (
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // MarshalJSON writes the manifest as compact JSON in the reference's key

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"example.com/pifleet/bundle/internal/jsjson"
 	"example.com/pifleet/bundle/pathsafe"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // metadataKeys are the keys a bundle.json may hold. The name is not one of

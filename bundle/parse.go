@@ -6,8 +6,8 @@ import (
 	"math"
 	"strconv"
 
-	"example.com/pifleet/bundle/internal/jsjson"
 	"example.com/pifleet/bundle/pathsafe"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // MaxManifestBytes bounds the manifest text a reader accepts (about

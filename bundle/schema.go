@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // schema walks a parsed JSON document and collects every problem, naming

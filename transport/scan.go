@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"example.com/pifleet/internal/jsjson"
 )
 
 // This file is a small validating JSON scanner over raw record bytes. It
@@ -31,22 +33,6 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-const (
-	swarOnes = 0x0101010101010101
-	swarHigh = 0x8080808080808080
-)
-
-// specialMask flags, in the high bit of each byte, the bytes of x that are
-// a quote, a backslash or a control character (< 0x20): the bytes that end
-// the fast path of string scanning. These are the classic "has zero byte"
-// and "has byte less than n" word tricks. Borrows can flag a byte above a
-// true match, never below one, so the lowest flagged byte is exact.
-func specialMask(x uint64) uint64 {
-	quote := x ^ (swarOnes * '"')
-	slash := x ^ (swarOnes * '\\')
-	return ((quote-swarOnes)&^quote | (slash-swarOnes)&^slash | (x-swarOnes*0x20)&^x) & swarHigh
-}
-
 // skipString validates the string starting at b[i] == '"' and returns the
 // index after its closing quote, or -1. esc reports whether the string
 // contains a backslash escape.
@@ -55,7 +41,7 @@ func skipString(b []byte, i int) (end int, esc bool) {
 	for {
 		// Jump 8 bytes at a time to the next special byte.
 		for i+8 <= len(b) {
-			if m := specialMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			if m := jsjson.SpecialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}

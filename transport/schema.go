@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"example.com/pifleet/internal/jsjson"
 )
 
 // Object is a JSON object shape of the protocol: a frame or a shared shape
@@ -181,7 +183,7 @@ func (s *Schema) key(name string) {
 		s.buf = append(s.buf, ',')
 	}
 	s.comma = true
-	s.buf = appendString(s.buf, name)
+	s.buf = jsjson.AppendString(s.buf, name)
 	s.buf = append(s.buf, ':')
 }
 
@@ -199,7 +201,7 @@ func (s *Schema) String(name string, p *string, pr Presence) {
 	if s.encoding {
 		if pr == Required || *p != "" {
 			s.key(name)
-			s.buf = appendString(s.buf, *p)
+			s.buf = jsjson.AppendString(s.buf, *p)
 		}
 		return
 	}
@@ -218,7 +220,7 @@ func (s *Schema) StringPtr(name string, p **string) {
 	if s.encoding {
 		if *p != nil {
 			s.key(name)
-			s.buf = appendString(s.buf, **p)
+			s.buf = jsjson.AppendString(s.buf, **p)
 		}
 		return
 	}
@@ -238,7 +240,7 @@ func (s *Schema) NullableString(name string, p **string, pr Presence) {
 		switch {
 		case *p != nil:
 			s.key(name)
-			s.buf = appendString(s.buf, **p)
+			s.buf = jsjson.AppendString(s.buf, **p)
 		case pr == Required:
 			s.key(name)
 			s.buf = append(s.buf, "null"...)
@@ -260,7 +262,7 @@ func Enum[T ~string](s *Schema, name string, p *T, pr Presence, allowed ...T) {
 	if s.encoding {
 		if pr == Required || *p != "" {
 			s.key(name)
-			s.buf = appendString(s.buf, string(*p))
+			s.buf = jsjson.AppendString(s.buf, string(*p))
 		}
 		return
 	}
@@ -301,7 +303,7 @@ func (s *Schema) appendNumber(name string, f float64) {
 		s.encFail(name, "number is not finite")
 		f = 0
 	}
-	s.buf = appendFloat(s.buf, f)
+	s.buf = jsjson.AppendNumber(s.buf, f)
 }
 
 // Number visits a required number field. Any JSON number is accepted, as
@@ -401,7 +403,7 @@ func (s *Schema) Strings(name string, p *[]string, pr Presence) {
 			if i > 0 {
 				s.buf = append(s.buf, ',')
 			}
-			s.buf = appendString(s.buf, str)
+			s.buf = jsjson.AppendString(s.buf, str)
 		}
 		s.buf = append(s.buf, ']')
 		return
@@ -446,9 +448,9 @@ func (s *Schema) StringMap(name string, p *map[string]string, pr Presence) {
 				s.buf = append(s.buf, ',')
 			}
 			first = false
-			s.buf = appendString(s.buf, k)
+			s.buf = jsjson.AppendString(s.buf, k)
 			s.buf = append(s.buf, ':')
-			s.buf = appendString(s.buf, (*p)[k])
+			s.buf = jsjson.AppendString(s.buf, (*p)[k])
 		}
 		s.buf = append(s.buf, '}')
 		return

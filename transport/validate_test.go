@@ -290,8 +290,10 @@ func TestEncodingMeetsTSExpectations(t *testing.T) {
 			`{"v":1,"type":"exec_started","execId":"x","startedAt":1e-7}`},
 		{"U+2028 written raw like JSON.stringify; controls escaped", &ErrorFrame{Code: "c", Message: "a\u2028b\x01<&>\n"},
 			`{"v":1,"type":"error","code":"c","message":"a` + "\u2028" + `b\u0001<&>\n"}`},
+		// Invalid UTF-8 becomes U+FFFD written raw, as JSON.stringify writes
+		// that character (a JS string cannot hold invalid UTF-8 at all).
 		{"short escapes and invalid UTF-8", &ErrorFrame{Code: "c", Message: "\b\f\t\r\"\\ a\xffb é"},
-			`{"v":1,"type":"error","code":"c","message":"\b\f\t\r\"\\ a\ufffdb é"}`},
+			`{"v":1,"type":"error","code":"c","message":"\b\f\t\r\"\\ a` + "\uFFFD" + `b é"}`},
 		{"multi-line raw compacted to one line", &EventFrame{InstanceID: "i", Event: json.RawMessage("{\n  \"a\": \"x y\",\r\n  \"b\": [1, 2]\n}")},
 			`{"v":1,"type":"event","instanceId":"i","event":{"a":"x y","b":[1,2]}}`},
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"example.com/pifleet/bundle"
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // PointerDir holds one pointer per bundle name: <root>/by-name/<name>.json.

@@ -85,8 +85,10 @@ func AppendNumber(dst []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
 	}
-	if f == 0 {
-		return append(dst, '0')
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		// Integers (zero and negative zero included) print as themselves;
+		// the common case in frames (seq, counts, timestamps).
+		return strconv.AppendInt(dst, int64(f), 10)
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -116,6 +118,13 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Fast path: skip runs of plain ASCII eight bytes at a time.
+		if i+8 <= len(s) {
+			if n := plainASCIIPrefix(s[i:]); n > 0 {
+				i += n
+				continue
+			}
+		}
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])

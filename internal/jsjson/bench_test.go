@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // manifestLike is the shape the parser is tuned for: 2,000 file entries.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 // FuzzParse compares Parse with encoding/json, the reference for what is

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"example.com/pifleet/bundle/internal/jsjson"
+	"example.com/pifleet/internal/jsjson"
 )
 
 func roundTrip(t *testing.T, in string) string {
