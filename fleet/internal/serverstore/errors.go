@@ -3,6 +3,8 @@ package serverstore
 import (
 	"errors"
 	"fmt"
+
+	"example.com/pifleet/internal/boltfile"
 )
 
 var (
@@ -10,7 +12,7 @@ var (
 	ErrNotFound = errors.New("serverstore: not found")
 	// ErrLocked reports a state file another process holds open (another
 	// server on the same state directory).
-	ErrLocked = errors.New("serverstore: state file is locked by another process")
+	ErrLocked = boltfile.ErrLocked
 	// ErrInvalid is matched (errors.Is) by every *InvalidError.
 	ErrInvalid = errors.New("serverstore: invalid input")
 	// ErrCorrupt is matched by every *CorruptError.
@@ -50,14 +52,6 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the decoding error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// VersionError reports a state file written with another layout version.
-// Nothing in it is touched.
-type VersionError struct {
-	Path string
-	Got  string
-	Want string
-}
-
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("serverstore: %s has layout version %q, this server reads %q", e.Path, e.Got, e.Want)
-}
+// VersionError reports a state file written with another layout version;
+// nothing in it is touched.
+type VersionError = boltfile.VersionError

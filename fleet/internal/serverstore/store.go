@@ -4,13 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
+	"example.com/pifleet/internal/boltfile"
 	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FileName is the state file's name inside the server's state directory.
@@ -24,9 +23,12 @@ const TrustBucket = "trust"
 // with another version is refused rather than misread.
 const layoutVersion = "1"
 
+// allBuckets are created when the file is opened.
+var allBuckets = [][]byte{bucketTasks, bucketInstances, bucketDeliveries, bucketPendingIdx, bucketNotifiedIdx, bucketProjections, bucketAgents}
+
 // Bucket names. TrustBucket is not among them: trust creates its own.
 var (
-	bucketMeta        = []byte("meta")
+	bucketMeta        = boltfile.MetaBucket
 	bucketTasks       = []byte("tasks")
 	bucketInstances   = []byte("instances")
 	bucketDeliveries  = []byte("deliveries")
@@ -35,7 +37,6 @@ var (
 	bucketProjections = []byte("projections")
 	bucketAgents      = []byte("agents")
 
-	keyLayout        = []byte("layout")
 	keyNotifiedCount = []byte("notifiedCount")
 )
 
@@ -118,51 +119,16 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if o.retention.MaxAge <= 0 {
 		return nil, &InvalidError{Field: "retention.MaxAge", Reason: fmt.Sprintf("%v, must be positive", o.retention.MaxAge)}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("serverstore: state directory: %w", err)
+	db, err := boltfile.Open(boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("serverstore: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("serverstore: open %s: %w", path, err)
-	}
 	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention}
-	if err := s.init(); err != nil {
-		return nil, errors.Join(err, db.Close())
-	}
 	if _, err := s.Prune(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return s, nil
-}
-
-// init creates the buckets of a new file, or checks an existing file's
-// layout version.
-func (s *Store) init() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		switch v := meta.Get(keyLayout); {
-		case v == nil:
-			if err := meta.Put(keyLayout, []byte(layoutVersion)); err != nil {
-				return err
-			}
-		case string(v) != layoutVersion:
-			return &VersionError{Path: s.path, Got: string(v), Want: layoutVersion}
-		}
-		for _, b := range [][]byte{bucketTasks, bucketInstances, bucketDeliveries, bucketPendingIdx,
-			bucketNotifiedIdx, bucketProjections, bucketAgents} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // Path returns the state file's path.

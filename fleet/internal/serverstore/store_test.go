@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"example.com/pifleet/internal/boltfile"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -236,7 +237,7 @@ func TestOpenRefusesOtherLayoutsAndBadRetention(t *testing.T) {
 	dir := t.TempDir()
 	st := openT(t, dir)
 	if err := st.DB().Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(keyLayout, []byte("9"))
+		return tx.Bucket(bucketMeta).Put(boltfile.LayoutKey, []byte("9"))
 	}); err != nil {
 		t.Fatal(err)
 	}

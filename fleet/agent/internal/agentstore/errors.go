@@ -3,6 +3,8 @@ package agentstore
 import (
 	"errors"
 	"fmt"
+
+	"example.com/pifleet/internal/boltfile"
 )
 
 var (
@@ -10,7 +12,7 @@ var (
 	ErrNotFound = errors.New("agentstore: not found")
 	// ErrLocked reports a state file another process holds open (another
 	// agent on the same state directory).
-	ErrLocked = errors.New("agentstore: state file is locked by another process")
+	ErrLocked = boltfile.ErrLocked
 	// ErrInvalid is matched (errors.Is) by every *InvalidError.
 	ErrInvalid = errors.New("agentstore: invalid input")
 	// ErrSeqExhausted reports that no seq below MaxSeq is left. It cannot
@@ -34,17 +36,9 @@ func (e *InvalidError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
-// VersionError reports a state file written by a newer (or unknown)
-// version of the store's layout. Nothing in it is touched.
-type VersionError struct {
-	Path string
-	Got  string
-	Want string
-}
-
-func (e *VersionError) Error() string {
-	return fmt.Sprintf("agentstore: %s has layout version %q, this agent reads %q", e.Path, e.Got, e.Want)
-}
+// VersionError reports a state file written with another layout version;
+// nothing in it is touched.
+type VersionError = boltfile.VersionError
 
 // CorruptError names a stored value that cannot be decoded; it matches
 // ErrCorrupt.

@@ -1,16 +1,14 @@
 package agentstore
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
+	"example.com/pifleet/internal/boltfile"
 	"github.com/jpillora/backoff"
 	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FileName is the state file's name inside the state directory.
@@ -20,14 +18,16 @@ const FileName = "agent.db"
 // with another version is refused rather than misread.
 const layoutVersion = "1"
 
+// allBuckets are created when the file is opened.
+var allBuckets = [][]byte{bucketOutbox, bucketInstances, bucketKV}
+
 // Bucket names.
 var (
-	bucketMeta      = []byte("meta")
+	bucketMeta      = boltfile.MetaBucket
 	bucketOutbox    = []byte("outbox")
 	bucketInstances = []byte("instances")
 	bucketKV        = []byte("kv")
 
-	keyLayout  = []byte("layout")
 	keyLastSeq = []byte("lastSeq")
 )
 
@@ -92,48 +92,13 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("agentstore: state directory: %w", err)
+	db, err := boltfile.Open(boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("agentstore: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.lockTimeout})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agentstore: open %s: %w", path, err)
-	}
 	s := &Store{db: db, path: path, now: o.now, policy: o.policy, log: o.log}
-	if err := s.init(); err != nil {
-		db.Close()
-		return nil, err
-	}
 	return s, nil
-}
-
-// init creates the buckets of a new file, or checks an existing file's
-// layout version.
-func (s *Store) init() error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		switch v := meta.Get(keyLayout); {
-		case v == nil:
-			if err := meta.Put(keyLayout, []byte(layoutVersion)); err != nil {
-				return err
-			}
-		case string(v) != layoutVersion:
-			return &VersionError{Path: s.path, Got: string(v), Want: layoutVersion}
-		}
-		for _, b := range [][]byte{bucketOutbox, bucketInstances, bucketKV} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // Path returns the state file's path.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 
+	"example.com/pifleet/internal/boltfile"
 	"example.com/pifleet/transport"
 )
 
@@ -143,7 +144,7 @@ func TestOpenLocked(t *testing.T) {
 func TestOpenRefusesOtherLayout(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, newClock())
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyLayout, []byte("99")) }); err != nil {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(boltfile.LayoutKey, []byte("99")) }); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
