@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/transport/identity"
+)
+
+// DoctorCmd checks what the agent needs, one PASS/FAIL line per check, and
+// exits non-zero when anything failed.
+type DoctorCmd struct {
+	StateDir    string        `help:"State directory to check." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	Pi          string        `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
+	WhoisStatic []string      `help:"A static identity map is configured: the tailscale check is skipped (SKIP)." env:"PIFLEET_WHOIS_STATIC" sep:","`
+	Tailscale   string        `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE"`
+	Timeout     time.Duration `help:"Timeout of each check." default:"20s" env:"PIFLEET_DOCTOR_TIMEOUT"`
+}
+
+// check is one line of the report.
+type check struct {
+	name string
+	run  func(ctx context.Context) (detail string, err error)
+	skip string // non-empty: not run, reported SKIP with this reason
+}
+
+// Run prints the report.
+func (d *DoctorCmd) Run(out *Output) error {
+	checks := []check{
+		{name: "pi", run: d.checkPi},
+		{name: "state dir", run: d.checkStateDir},
+		{name: "tailscale", run: d.checkTailscale},
+		{name: "bundle cache", run: d.checkCache},
+	}
+	if len(d.WhoisStatic) > 0 {
+		checks[2].skip = "static identity map configured"
+	}
+	failed := 0
+	for _, c := range checks {
+		if c.skip != "" {
+			fmt.Fprintf(out.Out, "SKIP %-12s %s\n", c.name, c.skip)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout)
+		detail, err := c.run(ctx)
+		cancel()
+		if err != nil {
+			failed++
+			fmt.Fprintf(out.Out, "FAIL %-12s %v\n", c.name, err)
+			continue
+		}
+		fmt.Fprintf(out.Out, "PASS %-12s %s\n", c.name, detail)
+	}
+	if failed > 0 {
+		fmt.Fprintf(out.Out, "%d check(s) failed\n", failed)
+		return exitCode(1)
+	}
+	return nil
+}
+
+func (d *DoctorCmd) checkPi(ctx context.Context) (string, error) {
+	path, err := exec.LookPath(d.Pi)
+	if err != nil {
+		return "", fmt.Errorf("%s not found: %w", d.Pi, err)
+	}
+	b, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", path, err)
+	}
+	return fmt.Sprintf("%s (version %s)", path, strings.TrimSpace(string(b))), nil
+}
+
+func (d *DoctorCmd) checkStateDir(context.Context) (string, error) {
+	if err := os.MkdirAll(d.StateDir, 0o700); err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(d.StateDir, ".doctor-*")
+	if err != nil {
+		return "", fmt.Errorf("%s is not writable: %w", d.StateDir, err)
+	}
+	name := f.Name()
+	_, werr := f.WriteString("ok")
+	cerr := f.Close()
+	os.Remove(name)
+	if err := errors.Join(werr, cerr); err != nil {
+		return "", fmt.Errorf("%s is not writable: %w", d.StateDir, err)
+	}
+	return d.StateDir + " writable", nil
+}
+
+func (d *DoctorCmd) checkTailscale(ctx context.Context) (string, error) {
+	ts := &identity.Tailscale{Binary: d.Tailscale}
+	st, err := ts.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !st.Running() {
+		return "", fmt.Errorf("tailscaled is %q, not Running", st.BackendState)
+	}
+	ip, err := ts.IPv4(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "running, this machine is " + ip.String(), nil
+}
+
+func (d *DoctorCmd) checkCache(context.Context) (string, error) {
+	root := filepath.Join(d.StateDir, "bundles")
+	names, err := os.ReadDir(filepath.Join(root, cache.PointerDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return "empty (no bundle synced yet)", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	c, err := cache.Open(root)
+	if err != nil {
+		return "", err
+	}
+	var bad []string
+	n := 0
+	for _, e := range names {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		n++
+		if err := c.VerifyBundle(name); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("%d of %d bundle(s) damaged: %s", len(bad), n, strings.Join(bad, "; "))
+	}
+	return fmt.Sprintf("%d bundle(s) intact", n), nil
+}

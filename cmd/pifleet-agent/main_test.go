@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"example.com/pifleet/fleet/agent"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &Output{Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+// Checklist 2.14 item 134: the systemd unit's path and content.
+func TestInstallSystemd_134(t *testing.T) {
+	home := t.TempDir()
+	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", home, "--binary", "/usr/local/bin/pifleet-agent")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		filepath.Join(home, ".config/systemd/user/pifleet-agent.service"),
+		"ExecStart=/usr/local/bin/pifleet-agent serve --server orchestrator --port 9788",
+		"Restart=on-failure",
+		"After=network-online.target tailscaled.service",
+		"KillMode=process",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("unit lacks %q:\n%s", want, out)
+		}
+	}
+	// without --print it is written there
+	if code, _, errs := runCLI(t, "install", "--systemd", "--server", "orchestrator", "--home", home); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".config/systemd/user/pifleet-agent.service")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Item 135: the launchd plist's path, RunAtLoad, KeepAlive on failure and
+// the server name as an argument.
+func TestInstallLaunchd_135(t *testing.T) {
+	home := t.TempDir()
+	code, out, errs := runCLI(t, "install", "--launchd", "--print", "--server", "orchestrator", "--home", home)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		filepath.Join(home, "Library/LaunchAgents/dev.pifleet.agent.plist"),
+		"<key>RunAtLoad</key>\n\t<true/>",
+		"<key>SuccessfulExit</key>\n\t\t<false/>",
+		"<string>--server</string>\n\t\t<string>orchestrator</string>",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plist lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInstallNeedsAKind(t *testing.T) {
+	if code, _, _ := runCLI(t, "install", "--server", "x"); code == 0 {
+		t.Fatal("install without --systemd or --launchd succeeded")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "pifleet-agent "+agent.ModuleVersion()+" ") {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+}
+
+// doctor prints one line per check and fails when one fails.
+func TestDoctor(t *testing.T) {
+	dir := t.TempDir()
+	code, out, _ := runCLI(t, "doctor", "--state-dir", dir, "--pi", "/nonexistent/pi", "--whois-static", "127.0.0.1=x")
+	if code == 0 {
+		t.Fatalf("doctor passed with no pi:\n%s", out)
+	}
+	for _, want := range []string{"FAIL pi", "PASS state dir", "SKIP tailscale", "PASS bundle cache"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	fake := filepath.Join(dir, "pi")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho 0.73.1\n"), 0o755)
+	code, out, _ = runCLI(t, "doctor", "--state-dir", dir, "--pi", fake, "--whois-static", "127.0.0.1=x")
+	if code != 0 || !strings.Contains(out, "PASS pi") || !strings.Contains(out, "0.73.1") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// serve refuses a bad pin, and says loudly when a static map is in force.
+func TestServeConfig(t *testing.T) {
+	var out, errb bytes.Buffer
+	c := &ServeCmd{Server: "orchestrator", Port: 9788, WhoisStatic: []string{"127.0.0.1=orchestrator"}, StateDir: t.TempDir(), Pi: "pi", FsAccess: "workspace"}
+	cfg, err := c.config(newLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errb.String(), "STATIC IDENTITY MAP IN FORCE") {
+		t.Errorf("no loud warning: %q", errb.String())
+	}
+	if cfg.Pin.Machine != "orchestrator" || len(cfg.ShimCommand) != 2 || cfg.ShimCommand[1] != "shim" {
+		t.Errorf("config %+v", cfg)
+	}
+	c.Server = "bad pin"
+	if _, err := c.config(newLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {
+		t.Error("a pin with a space was accepted")
+	}
+	if _, err := parseModelFlag("faux/faux-1:high"); err != nil {
+		t.Error(err)
+	}
+	if _, err := parseModelFlag("nope"); err == nil {
+		t.Error("bad --model accepted")
+	}
+}
+
+func FuzzParseModelFlag(f *testing.F) {
+	for _, s := range []string{"faux/faux-1", "a/b:high", "", ":", "/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := parseModelFlag(s)
+		if err == nil && (m.Provider == "" || m.ID == "") {
+			t.Fatalf("%q accepted as %+v", s, m)
+		}
+	})
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// ServeCmd runs the agent daemon.
+type ServeCmd struct {
+	Listen      string   `help:"Listen on this address (host:port). Default: the tailscale IPv4 on --port, re-bound when it changes. Never all interfaces unless given explicitly (e.g. 0.0.0.0:9788)." env:"PIFLEET_LISTEN"`
+	Port        int      `help:"Port used with the tailscale address." default:"9788" env:"PIFLEET_PORT"`
+	Server      string   `help:"The pinned server's machine name (MACHINE or MACHINE/USER): nobody else is admitted." required:"" env:"PIFLEET_SERVER"`
+	ServerUser  string   `help:"Also require this tailnet user of the pinned server." env:"PIFLEET_SERVER_USER"`
+	WhoisStatic []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
+	Machine     string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
+	StateDir    string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	Sessions    string   `help:"pi's sessions root (default: $PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions)." env:"PIFLEET_SESSIONS_ROOT" type:"path"`
+	Pi          string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
+	PiArg       []string `help:"Extra argument for every worker's pi command line (repeatable)." env:"PIFLEET_PI_ARGS" sep:"none"`
+	MaxWorkers  int      `help:"Refuse spawns beyond this many running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
+	FsAccess    string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
+	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY"`
+	Model       string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
+}
+
+// Run serves until SIGINT or SIGTERM; workers keep running under their
+// shims and the next agent re-adopts them.
+func (c *ServeCmd) Run(log zerolog.Logger, out *Output) error {
+	cfg, err := c.config(log, out)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runErr := a.Run(ctx)
+	closeErr := a.Close()
+	if runErr != nil {
+		return runErr
+	}
+	return closeErr
+}
+
+func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error) {
+	pin, err := trust.ParsePin(c.Server)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	if c.ServerUser != "" {
+		pin.User = c.ServerUser
+	}
+	cfg := agent.Config{
+		Machine:      c.Machine,
+		Listen:       c.Listen,
+		Port:         c.Port,
+		Pin:          pin,
+		StateDir:     c.StateDir,
+		SessionsRoot: c.Sessions,
+		Registry:     c.Registry,
+		PiCommand:    []string{c.Pi},
+		PiArgs:       c.PiArg,
+		MaxWorkers:   c.MaxWorkers,
+		FsAccess:     agent.FsAccess(c.FsAccess),
+		Logger:       log,
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return cfg, fmt.Errorf("locating this binary for the shim: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return cfg, err
+	}
+	cfg.ShimCommand = []string{exe, "shim"}
+	if c.Model != "" {
+		m, err := parseModelFlag(c.Model)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.DefaultModel = &m
+	}
+	if len(c.WhoisStatic) > 0 {
+		st, err := identity.ParseStatic(c.WhoisStatic...)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Whois = st
+		fmt.Fprintf(out.Err, "\n*** WARNING: STATIC IDENTITY MAP IN FORCE (%s) ***\n"+
+			"*** Peers are NOT identified by tailscale whois. For loopback testing only. ***\n\n",
+			strings.Join(st.Entries(), ", "))
+		log.Warn().Strs("entries", st.Entries()).Msg("STATIC IDENTITY MAP IN FORCE: peers are not identified by tailscale whois")
+	} else {
+		ts := &identity.Tailscale{Log: log}
+		cfg.Whois = ts
+		if c.Listen == "" {
+			cfg.IPProvider = ts.IPv4
+		}
+	}
+	return cfg, nil
+}
+
+// parseModelFlag reads PROVIDER/ID[:THINKING].
+func parseModelFlag(s string) (transport.ModelRef, error) {
+	rest, thinking, _ := strings.Cut(s, ":")
+	p, id, ok := strings.Cut(rest, "/")
+	if !ok || p == "" || id == "" {
+		return transport.ModelRef{}, fmt.Errorf("--model %q: want PROVIDER/ID[:THINKING]", s)
+	}
+	return transport.ModelRef{Provider: p, ID: id, Thinking: thinking}, nil
+}
+
+// defaultStateDir is ~/.local/state/pifleet-agent (or the OS equivalent).
+func defaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "pifleet-agent")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".pifleet-agent"
+	}
+	return filepath.Join(home, ".local", "state", "pifleet-agent")
+}

@@ -1,0 +1,408 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+)
+
+// Agent is the daemon: it listens for the pinned server, supervises pi
+// workers and keeps their task reports until acknowledged. Create it with
+// New, run it with Run, and release it with Close.
+type Agent struct {
+	cfg   Config
+	log   zerolog.Logger
+	store *agentstore.Store
+	cache *cache.Cache
+
+	lister  *session.Lister
+	watcher *session.Watcher // owned by the reporter goroutine
+
+	ready chan struct{} // closed once the first listener is bound
+	addr  atomic.Pointer[net.TCPAddr]
+
+	mu        sync.Mutex
+	peers     map[*peer]struct{}
+	instances map[string]*instance // this life, by id
+	order     []string             // instance ids in start order
+	lost      []*instance          // previous life, reported lost
+	spawning  int                  // spawns validated and not yet answered
+	closed    bool
+
+	models modelCache
+
+	outboxKick chan struct{}
+	deliverMu  sync.Mutex // one delivery pass or replay at a time
+	hooks      testHooks
+	connSeq    atomic.Uint64
+
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New checks cfg, opens the agent's database and bundle cache under
+// cfg.StateDir and returns an agent ready to Run. Nothing listens and no
+// worker is touched until Run.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "workers"), 0o700); err != nil {
+		return nil, fmt.Errorf("agent: state dir: %w", err)
+	}
+	store, err := agentstore.Open(cfg.StateDir,
+		agentstore.WithClock(cfg.Now),
+		agentstore.WithLogger(cfg.Logger),
+		agentstore.WithRetryPolicy(retryPolicy{min: cfg.OutboxRetryMin, max: cfg.OutboxRetryMax}))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	bc, err := cache.Open(cfg.CacheDir, cache.WithLogger(cfg.Logger))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("agent: bundle cache: %w", err)
+	}
+	lister := session.NewLister(cfg.SessionsRoot, session.WithLogger(cfg.Logger))
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &Agent{
+		cfg:        cfg,
+		log:        cfg.Logger.With().Str("component", "agent").Logger(),
+		store:      store,
+		cache:      bc,
+		lister:     lister,
+		watcher:    session.NewWatcher(lister),
+		ready:      make(chan struct{}),
+		peers:      map[*peer]struct{}{},
+		instances:  map[string]*instance{},
+		outboxKick: make(chan struct{}, 1),
+		runCtx:     ctx,
+		runCancel:  cancel,
+	}
+	a.models.m = map[string]modelProbe{}
+	return a, nil
+}
+
+// Ready is closed once the agent listens (see Addr).
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Addr returns the address the agent listens on now (nil before Ready).
+func (a *Agent) Addr() *net.TCPAddr { return a.addr.Load() }
+
+// Run re-adopts the workers of the agent's previous life, then listens and
+// serves until ctx ends or Close is called. Workers keep running when Run
+// returns (see Close).
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(a.runCtx, cancel)
+	defer stop()
+
+	if err := a.readopt(ctx); err != nil {
+		return err
+	}
+	a.wg.Go(func() { a.deliverLoop(ctx) })
+	if a.cfg.SessionsPoll > 0 {
+		a.wg.Go(func() { a.reportLoop(ctx) })
+	}
+	err := a.listen(ctx)
+	a.wg.Wait()
+	return err
+}
+
+// Close stops serving and closes every connection, then detaches from the
+// workers (they keep running under their shims and a restarted agent
+// re-adopts them) and closes the database. It is safe to call more than
+// once.
+func (a *Agent) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		a.runCancel()
+		a.mu.Lock()
+		a.closed = true
+		peers := make([]*peer, 0, len(a.peers))
+		for p := range a.peers {
+			peers = append(peers, p)
+		}
+		insts := make([]*instance, 0, len(a.instances))
+		for _, in := range a.instances {
+			insts = append(insts, in)
+		}
+		a.mu.Unlock()
+		for _, p := range peers {
+			p.conn.Close()
+		}
+		for _, in := range insts {
+			in.detach() // ends its event pump
+		}
+		a.wg.Wait()
+		err = a.store.Close()
+	})
+	return err
+}
+
+// listen binds, serves, and rebinds when the provided address changes.
+func (a *Agent) listen(ctx context.Context) error {
+	if a.cfg.Listen != "" {
+		ln, err := net.Listen("tcp", a.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("agent: listen %s: %w", a.cfg.Listen, err)
+		}
+		a.bound(ln)
+		return a.serve(ctx, ln)
+	}
+	var (
+		cur     netip.Addr
+		ln      net.Listener
+		serving sync.WaitGroup
+	)
+	defer serving.Wait()
+	bind := func() error {
+		ip, err := a.cfg.IPProvider(ctx)
+		if err != nil {
+			return fmt.Errorf("agent: listen address: %w", err)
+		}
+		if ip == cur && ln != nil {
+			return nil
+		}
+		addr := net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.Port))
+		next, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("agent: listen %s: %w", addr, err)
+		}
+		if ln != nil {
+			a.log.Info().Stringer("from", cur).Stringer("to", ip).Msg("listen address changed; rebinding")
+			ln.Close() // connections and workers are left alone
+		}
+		cur, ln = ip, next
+		a.bound(next)
+		serving.Go(func() { _ = a.serve(ctx, next) })
+		return nil
+	}
+	if err := bind(); err != nil {
+		return err
+	}
+	t := time.NewTicker(a.cfg.RebindInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			ln.Close()
+			return nil
+		case <-t.C:
+			if err := bind(); err != nil {
+				a.log.Warn().Err(err).Msg("rebind check failed; keeping the current address")
+			}
+		}
+	}
+}
+
+func (a *Agent) bound(ln net.Listener) {
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok {
+		a.addr.Store(ta)
+	}
+	a.log.Info().Stringer("addr", ln.Addr()).Str("pin", a.cfg.Pin.String()).Msg("listening")
+	if a.hooks.bound != nil {
+		a.hooks.bound(ln.Addr())
+	}
+	select {
+	case <-a.ready:
+	default:
+		close(a.ready)
+	}
+}
+
+// serve accepts on ln until it is closed or ctx ends. Each connection is
+// gated (whois + pin) before anything is written to it.
+func (a *Agent) serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			a.log.Warn().Err(err).Msg("accept failed")
+			continue
+		}
+		a.wg.Go(func() { a.admit(ctx, nc) })
+	}
+}
+
+// admit runs the pin gate; a refused peer is closed without a byte.
+func (a *Agent) admit(ctx context.Context, nc net.Conn) {
+	remote := transport.RemoteAddrPort(nc)
+	gctx, cancel := context.WithTimeout(ctx, transport.DefaultGateTimeout)
+	id, err := a.cfg.Pin.Admit(gctx, a.cfg.Whois, remote)
+	cancel()
+	if err != nil {
+		nc.Close()
+		a.log.Warn().Err(err).Stringer("remote", remote).Msg("connection refused")
+		return
+	}
+	p := &peer{
+		key:  fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
+		id:   id,
+		sent: make(chan struct{}),
+	}
+	p.conn = transport.NewConn(nc, transport.Options{Logger: a.log,
+		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout})
+	a.handle(ctx, p)
+}
+
+// peer is one admitted connection.
+type peer struct {
+	conn *transport.Conn
+	key  string // owner key of tasks submitted on this connection
+	id   identity.Identity
+	// pifleet is set once the peer announced CapabilityPifleet.
+	pifleet atomic.Bool
+	sent    chan struct{} // closed after hello and the outbox replay
+}
+
+// handle runs the accept sequence of reference 1.6 and then dispatches.
+func (a *Agent) handle(ctx context.Context, p *peer) {
+	log := a.log.With().Str("peer", p.key).Logger()
+	log.Info().Msg("server connected")
+	hello := a.hello()
+	if err := p.conn.Send(ctx, hello); err != nil {
+		p.conn.Close()
+		return
+	}
+	// From here on the peer receives events: add it before the replay so
+	// nothing produced meanwhile is missed, yet after hello.
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		p.conn.Close()
+		return
+	}
+	a.peers[p] = struct{}{}
+	a.mu.Unlock()
+	a.replayOutbox(ctx, p)
+	close(p.sent)
+	a.kickOutbox() // entries due meanwhile
+	a.wg.Go(func() { a.sendFullReport(ctx, p) })
+
+	dctx, cancel := context.WithCancel(ctx)
+	frames := make(chan transport.Frame, 64)
+	p.conn.SetHandler(func(f transport.Frame) {
+		select {
+		case frames <- f:
+		case <-dctx.Done():
+		}
+	})
+	a.wg.Go(func() { a.dispatchLoop(dctx, p, frames) })
+	select {
+	case <-p.conn.Done():
+	case <-ctx.Done():
+		p.conn.Close()
+	}
+	cancel()
+	a.mu.Lock()
+	delete(a.peers, p)
+	a.mu.Unlock()
+	log.Info().Err(p.conn.Err()).Msg("server disconnected")
+}
+
+// hello is the agent's introduction.
+func (a *Agent) hello() *transport.HelloFrame {
+	return &transport.HelloFrame{
+		Machine:         a.cfg.Machine,
+		Role:            transport.RoleAgent,
+		PackageVersion:  a.cfg.Version,
+		Platform:        Platform(),
+		AvailableModels: a.models.known(),
+		Capabilities:    Capabilities(),
+	}
+}
+
+// Capabilities lists what hello announces: pifleet's additional frames
+// (CapabilityPifleet) and the features behind them. The exec plane is not
+// built: "exec-v1" is never announced and exec_start is answered
+// exec_disabled.
+func Capabilities() []string {
+	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
+		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "readopt"}
+}
+
+// peersSnapshot returns the connected peers that finished their accept
+// sequence.
+func (a *Agent) peersSnapshot() []*peer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*peer, 0, len(a.peers))
+	for p := range a.peers {
+		out = append(out, p)
+	}
+	return out
+}
+
+// broadcast sends f to every connected peer, waiting for room in each
+// queue (a peer that stops reading is closed by its connection's stall
+// timeout, which bounds the wait). pifleetOnly limits it to pifleet
+// servers.
+func (a *Agent) broadcast(f transport.Frame, pifleetOnly bool) int {
+	n := 0
+	for _, p := range a.peersSnapshot() {
+		if pifleetOnly && !p.pifleet.Load() {
+			continue
+		}
+		if err := p.conn.Send(a.runCtx, f); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// reply answers a request on its connection.
+func (p *peer) reply(ctx context.Context, f transport.Frame) {
+	_ = p.conn.Send(ctx, f)
+}
+
+// errorFrame builds an error reply (id echoed when the request had one).
+func errorFrame(req transport.Frame, code, msg string) *transport.ErrorFrame {
+	f := &transport.ErrorFrame{Code: code, Message: msg}
+	if req != nil {
+		f.ID = req.Envelope().ID
+	}
+	return f
+}
+
+// testHooks let the package's tests wait for events they cannot see on
+// the wire, instead of sleeping.
+type testHooks struct {
+	bound    func(net.Addr)
+	taskDone func(agentstore.Entry)
+	command  func([]string) []string // rewrites the worker executable
+}
+
+// retryPolicy is the outbox's re-send pacing: exponential from min to max.
+type retryPolicy struct{ min, max time.Duration }
+
+func (r retryPolicy) ForAttempt(n float64) time.Duration {
+	d := r.min
+	for i := 0; i < int(n) && d < r.max; i++ {
+		d *= 2
+	}
+	return min(d, r.max)
+}

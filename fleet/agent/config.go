@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/fleet/agent/internal/fsservice"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// Defaults of Config (reference 1.24 where it has one).
+const (
+	DefaultPort           = 9788
+	DefaultRebindInterval = 60 * time.Second
+	DefaultEventRing      = 4096
+	DefaultStopGrace      = 5 * time.Second
+	DefaultDialogTimeout  = 5 * time.Minute
+	DefaultSessionsPoll   = 10 * time.Second
+	DefaultProbeTimeout   = 30 * time.Second
+	DefaultReadyTimeout   = 60 * time.Second
+	// SummaryChars caps task_done.summary (reference 1.10).
+	SummaryChars = 2000
+	// MaxAssistantBytes caps task_done.lastAssistantMessage so that a
+	// task_done always fits one frame.
+	MaxAssistantBytes = 512 << 10
+	// StderrTailChars is how much of a crashed worker's stderr an aborted
+	// task_done carries.
+	StderrTailChars = 1500
+)
+
+// FsAccess is how much the file service (fs_read, fs_list, fs_grep,
+// fs_diff) may read: FsWorkspace (read-only, inside each worker's cwd) or
+// FsOff (every request refused with fs_disabled).
+type FsAccess = fsservice.Access
+
+// File service access modes.
+const (
+	FsWorkspace = fsservice.AccessWorkspace
+	FsOff       = fsservice.AccessOff
+)
+
+// IPProvider returns the address the listener binds to (the machine's
+// tailscale IPv4 in production). The agent calls it at start and every
+// RebindInterval; when the answer changes, it listens on the new address
+// and stops accepting on the old one, leaving connections and workers
+// alone (AC-2.1, reference 1.14).
+type IPProvider func(ctx context.Context) (netip.Addr, error)
+
+// Config configures an Agent. Pin, Whois and StateDir are required; the
+// rest has defaults.
+type Config struct {
+	// Machine is the name hello announces (default: the short host name).
+	Machine string
+
+	// Listen is an explicit listen address ("127.0.0.1:0", "[::]:9788").
+	// When empty, the agent binds IPProvider's address on Port: never all
+	// interfaces unless Listen says so explicitly.
+	Listen string
+	// Port is used with IPProvider (default 9788).
+	Port int
+	// IPProvider gives the address to bind when Listen is empty (default:
+	// `tailscale ip -4`).
+	IPProvider IPProvider
+	// RebindInterval is how often IPProvider is asked again (default 60 s).
+	RebindInterval time.Duration
+
+	// Pin is the one server admitted (deny by default: everybody else, and
+	// every whois failure, is disconnected before a byte is sent).
+	Pin trust.Pin
+	// Whois resolves a peer's address to its identity (tailscale whois, or
+	// a static map for loopback tests).
+	Whois identity.Whois
+
+	// StateDir holds the agent's database (outbox, instance registry),
+	// the bundle cache (under bundles/) and the shims' sockets.
+	StateDir string
+	// SessionsRoot is where pi writes sessions (default: pi's own,
+	// ~/.pi/agent/sessions); each worker gets --session-dir under it.
+	SessionsRoot string
+	// CacheDir is the bundle cache root (default <StateDir>/bundles).
+	CacheDir string
+	// Registry is the bundle registry used when a spawn's env has no
+	// PI_FLEET_SERVER.
+	Registry string
+
+	// PiCommand is the worker executable and leading arguments (default
+	// ["pi"]); "--mode rpc" and the bundle's flags are appended.
+	PiCommand []string
+	// PiArgs are extra arguments appended to every worker command line.
+	PiArgs []string
+	// ShimCommand runs the shim (the agent binary's hidden "shim"
+	// subcommand). Required to start workers.
+	ShimCommand []string
+	// Env is the workers' base environment (default os.Environ()).
+	Env []string
+
+	// MaxWorkers caps running workers (0: no cap).
+	MaxWorkers int
+	// FsAccess is workspace (default) or off.
+	FsAccess FsAccess
+	// DefaultModel is the machine's default model, used when neither the
+	// spawn nor the bundle names one.
+	DefaultModel *transport.ModelRef
+	// EventRing is how many events per instance are kept for events_since
+	// (default 4096).
+	EventRing int
+	// StopGrace is how long stop waits for a worker to end before killing
+	// its process group (default 5 s).
+	StopGrace time.Duration
+	// DialogTimeout is how long a worker's dialog waits for an answer
+	// before the safe default (default 5 min).
+	DialogTimeout time.Duration
+	// ReadyTimeout bounds the wait for a new worker's first get_state
+	// answer (default 60 s).
+	ReadyTimeout time.Duration
+	// ProbeTimeout bounds the model probe (default 30 s).
+	ProbeTimeout time.Duration
+	// SessionsPoll is how often session files are polled for incremental
+	// sessions_reports (default 10 s; negative: never).
+	SessionsPoll time.Duration
+	// OutboxRetryMin and OutboxRetryMax pace the re-sends of unacked
+	// task_done frames (defaults 2 s and 60 s).
+	OutboxRetryMin, OutboxRetryMax time.Duration
+
+	// HeartbeatInterval and ExpiryTimeout tune every connection (defaults
+	// 15 s and 45 s, reference 1.6).
+	HeartbeatInterval, ExpiryTimeout time.Duration
+
+	// Version is hello's packageVersion (default: the module version from
+	// the build information).
+	Version string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives the agent's log (default: disabled).
+	Logger zerolog.Logger
+}
+
+// ErrConfig is matched by every configuration error.
+var ErrConfig = errors.New("agent: invalid configuration")
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Pin.Machine == "" {
+		return c, fmt.Errorf("%w: no pinned server (Pin)", ErrConfig)
+	}
+	if c.Whois == nil {
+		return c, fmt.Errorf("%w: no Whois", ErrConfig)
+	}
+	if c.StateDir == "" {
+		return c, fmt.Errorf("%w: no StateDir", ErrConfig)
+	}
+	if abs, err := filepath.Abs(c.StateDir); err == nil {
+		c.StateDir = abs
+	}
+	if c.Machine == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return c, fmt.Errorf("%w: machine name: %v", ErrConfig, err)
+		}
+		c.Machine, _, _ = strings.Cut(h, ".")
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.Listen == "" && c.IPProvider == nil {
+		ts := &identity.Tailscale{Log: c.Logger}
+		c.IPProvider = ts.IPv4
+	}
+	if c.RebindInterval <= 0 {
+		c.RebindInterval = DefaultRebindInterval
+	}
+	if c.SessionsRoot == "" {
+		root, err := defaultSessionsRoot()
+		if err != nil {
+			return c, fmt.Errorf("%w: sessions root: %v", ErrConfig, err)
+		}
+		c.SessionsRoot = root
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = filepath.Join(c.StateDir, "bundles")
+	}
+	if len(c.PiCommand) == 0 {
+		c.PiCommand = []string{"pi"}
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	if c.MaxWorkers < 0 {
+		return c, fmt.Errorf("%w: MaxWorkers %d < 0", ErrConfig, c.MaxWorkers)
+	}
+	switch c.FsAccess {
+	case "":
+		c.FsAccess = fsservice.AccessWorkspace
+	case fsservice.AccessWorkspace, fsservice.AccessOff:
+	default:
+		return c, fmt.Errorf("%w: FsAccess %q (workspace or off)", ErrConfig, c.FsAccess)
+	}
+	if c.EventRing <= 0 {
+		c.EventRing = DefaultEventRing
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = DefaultStopGrace
+	}
+	if c.DialogTimeout <= 0 {
+		c.DialogTimeout = DefaultDialogTimeout
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = DefaultProbeTimeout
+	}
+	if c.SessionsPoll == 0 {
+		c.SessionsPoll = DefaultSessionsPoll
+	}
+	if c.OutboxRetryMin <= 0 {
+		c.OutboxRetryMin = 2 * time.Second
+	}
+	if c.OutboxRetryMax <= 0 {
+		c.OutboxRetryMax = 60 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = ModuleVersion()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// defaultSessionsRoot is pi's: $PI_CODING_AGENT_DIR/sessions, else
+// ~/.pi/agent/sessions.
+func defaultSessionsRoot() (string, error) {
+	if d := os.Getenv("PI_CODING_AGENT_DIR"); d != "" {
+		return filepath.Join(d, "sessions"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".pi", "agent", "sessions"), nil
+}
+
+// Platform is this machine's platform in Node's names (hello.platform).
+func Platform() string { return bundle.HostPlatform() }

@@ -1,0 +1,355 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/fleet/agent/internal/fsservice"
+	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/transport"
+)
+
+// Agent error codes (error.code). The reference's TS agent sends the first
+// four; the others name refusals of pifleet's additions.
+const (
+	CodeUnknownInstance    = "unknown_instance"
+	CodeUnexpectedFrame    = "unexpected_frame"
+	CodeInternal           = "internal"
+	CodeExecDisabled       = "exec_disabled"
+	CodeUnknownTask        = "unknown_task"
+	CodeDeliverUnsupported = "deliver_unsupported"
+	CodeModelPinned        = "model_pinned"
+	CodeBadCommand         = "bad_command"
+	CodeUnknownDialog      = "unknown_dialog"
+	CodeRestartFailed      = "restart_failed"
+)
+
+// dispatchLoop handles one connection's frames in arrival order. Requests
+// that take long (spawn, stop, rebundle, set_tools, fs_*, search) run on
+// their own goroutine so that rpc frames are never held up behind them;
+// everything a worker is told goes through its single writer in the order
+// the frames arrived.
+func (a *Agent) dispatchLoop(ctx context.Context, p *peer, frames <-chan transport.Frame) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-frames:
+			a.dispatch(ctx, p, f)
+		}
+	}
+}
+
+func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
+	async := func(fn func() transport.Frame) {
+		a.wg.Go(func() {
+			if out := fn(); out != nil {
+				p.reply(ctx, out)
+			}
+		})
+	}
+	switch f := f.(type) {
+	case *transport.HelloFrame:
+		if slices.Contains(f.Capabilities, transport.CapabilityPifleet) {
+			p.pifleet.Store(true)
+		}
+	case *transport.ErrorFrame:
+		// Never answered (pitfall 5).
+		a.log.Warn().Str("peer", p.key).Str("code", f.Code).Str("msg", f.Message).Msg("server reported an error")
+	case *transport.TaskDoneAckFrame:
+		a.ack(f)
+	case *transport.ListFrame:
+		out := &transport.InstancesFrame{Instances: a.list()}
+		out.ID = f.ID
+		p.reply(ctx, out)
+	case *transport.SpawnFrame:
+		async(func() transport.Frame { return a.spawn(ctx, p, f) })
+	case *transport.StopFrame:
+		async(func() transport.Frame { return a.stop(ctx, f, f.InstanceID) })
+	case *transport.RPCFrame:
+		if e := a.rpc(p, f); e != nil {
+			p.reply(ctx, e)
+		}
+	case *transport.UIResponseFrame:
+		if e := a.uiResponse(f); e != nil {
+			p.reply(ctx, e)
+		}
+	case *transport.TaskAcceptFrame:
+		async(func() transport.Frame { return a.taskAccept(ctx, f) })
+	case *transport.TaskRejectFrame:
+		if e := a.taskReject(p, f); e != nil {
+			p.reply(ctx, e)
+		}
+	case *transport.SessionSearchFrame:
+		async(func() transport.Frame { return a.search(ctx, f) })
+	case *transport.SessionEntriesFrame:
+		async(func() transport.Frame { return a.sessionEntries(f) })
+	case *transport.EventsSinceFrame:
+		a.eventsSince(ctx, p, f)
+	case *transport.FsReadFrame, *transport.FsListFrame, *transport.FsGrepFrame, *transport.FsDiffFrame:
+		async(func() transport.Frame { return a.fs(ctx, f) })
+	case *transport.ExecStartFrame, *transport.ExecAbortFrame:
+		p.reply(ctx, errorFrame(f, CodeExecDisabled, "the exec plane is not built into this agent"))
+	case *transport.ExecListFrame:
+		out := &transport.ExecInstancesFrame{Executions: []transport.ExecRecord{}}
+		out.ID = f.ID
+		p.reply(ctx, out)
+	case *transport.RebundleFrame:
+		async(func() transport.Frame { return a.rebundle(ctx, f) })
+	case *transport.SetToolsFrame:
+		async(func() transport.Frame { return a.setTools(ctx, f) })
+	case *transport.ModelPinFrame:
+		p.reply(ctx, a.modelPin(f))
+	default:
+		p.reply(ctx, &transport.ErrorFrame{Code: CodeUnexpectedFrame, Message: "agent does not handle " + f.FrameType()})
+	}
+}
+
+// lookup returns the instance of this life with id (nil when unknown).
+func (a *Agent) lookup(id string) *instance {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.instances[id]
+}
+
+// list is every instance of this life in start order, then the previous
+// life's lost ones.
+func (a *Agent) list() []transport.InstanceInfo {
+	a.mu.Lock()
+	ids := slices.Clone(a.order)
+	lost := slices.Clone(a.lost)
+	a.mu.Unlock()
+	out := make([]transport.InstanceInfo, 0, len(ids)+len(lost))
+	for _, id := range ids {
+		if in := a.lookup(id); in != nil {
+			out = append(out, in.info())
+		}
+	}
+	for _, in := range lost {
+		out = append(out, in.info())
+	}
+	return out
+}
+
+// stop ends a worker gracefully (abort, wait for the run, close stdin),
+// killing its process group after the grace period (AC-2.7).
+func (a *Agent) stop(ctx context.Context, req transport.Frame, id string) transport.Frame {
+	in := a.lookup(id)
+	if in == nil {
+		return errorFrame(req, CodeUnknownInstance, "no instance "+id)
+	}
+	forced := false
+	in.mu.Lock()
+	w, running := in.w, in.state == transport.InstanceRunning
+	if running {
+		in.stopping = true
+	}
+	done := in.pumpDone
+	in.mu.Unlock()
+	if running && w != nil {
+		var err error
+		forced, err = w.Stop(ctx)
+		if err != nil {
+			in.log.Warn().Err(err).Msg("stop")
+		}
+		if done != nil {
+			<-done // the exit was handled: state, task
+		}
+	}
+	in.mu.Lock()
+	in.state = stoppedState(in.state)
+	path := in.sessionPath
+	in.mu.Unlock()
+	out := &transport.StoppedFrame{InstanceID: id, Forced: forced, SessionPath: path}
+	out.ID = req.Envelope().ID
+	return out
+}
+
+func stoppedState(s transport.InstanceState) transport.InstanceState {
+	if s == transport.InstanceRunning {
+		return transport.InstanceStopped
+	}
+	return s
+}
+
+// rpc forwards one command to a worker; a taskId opens a task first.
+func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
+	in := a.lookup(f.InstanceID)
+	if in == nil || !in.running() {
+		return errorFrame(f, CodeUnknownInstance, "no running instance "+f.InstanceID)
+	}
+	var prev *openTask
+	if f.TaskID != "" {
+		traceID := f.TraceID
+		if traceID == "" {
+			traceID = in.traceID
+		}
+		t := &openTask{id: f.TaskID, owner: p.key, traceID: traceID}
+		in.mu.Lock()
+		old := in.task
+		if old != nil && old.id != t.id {
+			in.task = nil
+		}
+		in.mu.Unlock()
+		if old != nil && old.id != t.id {
+			// One open task per instance (reference 1.10): the older one
+			// ends now, reported aborted, so that no task goes without a
+			// task_done. Stored before the new task is recorded.
+			done := &transport.TaskDoneFrame{TaskID: old.id, InstanceID: in.id, Status: transport.TaskAborted,
+				Summary: "(superseded by task " + t.id + " before it settled)"}
+			done.TraceID = old.traceID
+			a.finishTask(done, old.owner)
+		}
+		if err := a.openTask(in, t); err != nil {
+			return errorFrame(f, CodeInternal, err.Error())
+		}
+		in.mu.Lock()
+		prev, in.task = in.task, t
+		in.mu.Unlock()
+	}
+	w := in.worker()
+	if err := w.Send(f.Command); err != nil {
+		if f.TaskID != "" { // the task never started
+			in.mu.Lock()
+			in.task = prev
+			in.mu.Unlock()
+			a.closeTaskRecord(in.id, f.TaskID)
+		}
+		switch {
+		case errors.Is(err, worker.ErrModelPinned):
+			a.broadcast(&transport.ModelDriftFrame{InstanceID: in.id, Expected: in.modelRef(), Actual: in.modelRef(), Refused: true}, true)
+			return errorFrame(f, CodeModelPinned, err.Error())
+		case errors.Is(err, worker.ErrBadCommand):
+			return errorFrame(f, CodeBadCommand, err.Error())
+		case errors.Is(err, worker.ErrNotRunning):
+			return errorFrame(f, CodeUnknownInstance, "no running instance "+f.InstanceID)
+		default:
+			return errorFrame(f, CodeInternal, err.Error())
+		}
+	}
+	return nil
+}
+
+func (in *instance) modelRef() transport.ModelRef {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.model == nil {
+		return transport.ModelRef{}
+	}
+	return *in.model
+}
+
+// openTask records the task in the registry before the command reaches
+// the worker: a crash from here on still ends it with a task_done.
+func (a *Agent) openTask(in *instance, t *openTask) error {
+	_, err := a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
+		r.TaskID, r.TaskOwner = t.id, t.owner
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot record task %s: %w", t.id, err)
+	}
+	a.rememberTask(t.id, in.id)
+	return nil
+}
+
+func (a *Agent) closeTaskRecord(instanceID, taskID string) {
+	_, _ = a.store.UpdateInstance(instanceID, func(r *agentstore.Instance) error {
+		if r.TaskID == taskID {
+			r.TaskID, r.TaskOwner = "", ""
+		}
+		return nil
+	})
+}
+
+// uiResponse answers a worker dialog.
+func (a *Agent) uiResponse(f *transport.UIResponseFrame) transport.Frame {
+	in := a.lookup(f.InstanceID)
+	if in == nil || !in.running() {
+		return errorFrame(f, CodeUnknownInstance, "no running instance "+f.InstanceID)
+	}
+	var value any
+	if len(f.Value) > 0 {
+		if err := json.Unmarshal(f.Value, &value); err != nil {
+			return errorFrame(f, CodeBadCommand, "ui_response value: "+err.Error())
+		}
+	}
+	if err := in.worker().AnswerUI(f.RequestID, value, f.TimedOut || value == nil); err != nil {
+		if errors.Is(err, worker.ErrUnknownDialog) {
+			return errorFrame(f, CodeUnknownDialog, err.Error())
+		}
+		return errorFrame(f, CodeInternal, err.Error())
+	}
+	return nil
+}
+
+// taskAccept ends a task's review: stop the worker, or keep it idle. Only
+// deliver "none" is supported (delivery modes are not built).
+func (a *Agent) taskAccept(ctx context.Context, f *transport.TaskAcceptFrame) transport.Frame {
+	if f.Deliver != transport.DeliverNone {
+		return errorFrame(f, CodeDeliverUnsupported, fmt.Sprintf("deliver %q is not supported by this agent; use \"none\"", f.Deliver))
+	}
+	id := a.taskInstance(f.TaskID)
+	in := a.lookup(id)
+	if in == nil {
+		return errorFrame(f, CodeUnknownTask, "no task "+f.TaskID)
+	}
+	if f.Disposition == transport.DispositionStop {
+		return a.stop(ctx, f, id)
+	}
+	out := &transport.InstancesFrame{Instances: []transport.InstanceInfo{in.info()}}
+	out.ID = f.ID
+	return out
+}
+
+// RevisionPrompt starts the prompt task_reject sends: the reviewer's
+// feedback follows on the next line.
+const RevisionPrompt = "Revision requested:\n"
+
+// taskReject sends the feedback into the same session as a new prompt
+// under the same taskId: the next settle is the next review cycle.
+func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) transport.Frame {
+	id := a.taskInstance(f.TaskID)
+	in := a.lookup(id)
+	if in == nil {
+		return errorFrame(f, CodeUnknownTask, "no task "+f.TaskID)
+	}
+	if !in.running() {
+		return errorFrame(f, CodeUnknownInstance, "no running instance "+id)
+	}
+	cmd, err := jsonObject(map[string]any{"type": "prompt", "message": RevisionPrompt + f.Feedback})
+	if err != nil {
+		return errorFrame(f, CodeInternal, err.Error())
+	}
+	rpc := &transport.RPCFrame{InstanceID: id, Command: cmd, TaskID: f.TaskID}
+	rpc.ID, rpc.TraceID = f.ID, f.TraceID
+	return a.rpc(p, rpc)
+}
+
+// fs answers fs_* from the instance's cwd (stopped and exited included).
+func (a *Agent) fs(ctx context.Context, f transport.Frame) transport.Frame {
+	var id string
+	switch r := f.(type) {
+	case *transport.FsReadFrame:
+		id = r.InstanceID
+	case *transport.FsListFrame:
+		id = r.InstanceID
+	case *transport.FsGrepFrame:
+		id = r.InstanceID
+	case *transport.FsDiffFrame:
+		id = r.InstanceID
+	}
+	in := a.lookup(id)
+	if in == nil {
+		out := &transport.FsResultFrame{Done: true, Error: &transport.FsError{Code: string(fsservice.CodeUnknownInstance), Message: "no instance " + id}}
+		out.ID = f.Envelope().ID
+		return out
+	}
+	out, _ := in.fs.Handle(ctx, f)
+	out.ID = f.Envelope().ID
+	return out
+}

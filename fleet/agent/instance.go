@@ -1,0 +1,407 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/fleet/agent/internal/fsservice"
+	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/transport"
+)
+
+// instance is one supervised worker of this agent life (or, with w nil
+// and state lost, one of the previous life that could not be re-adopted).
+type instance struct {
+	a   *Agent
+	id  string
+	cwd string
+	log zerolog.Logger
+	fs  *fsservice.Service
+
+	mu          sync.Mutex
+	w           *worker.Worker
+	spec        worker.Spec
+	bundle      string
+	bundleHash  string
+	res         *cache.Result // the bundle it runs (nil when re-adopted until a rebundle)
+	tools       []string
+	model       *transport.ModelRef
+	traceID     string
+	state       transport.InstanceState
+	pid         int
+	sessionPath string
+	task        *openTask
+	stopping    bool
+	restarting  bool // a restart (rebundle, set_tools) is in progress
+	pumpDone    chan struct{}
+	waiters     map[string]chan json.RawMessage // command id → response line
+
+	callSeq atomic.Uint64
+	lastSeq atomic.Uint64 // seq of the newest event forwarded
+}
+
+// openTask is the task an instance works on (reference 1.10).
+type openTask struct {
+	id      string
+	owner   string
+	traceID string
+}
+
+// info is the instance as list reports it.
+func (in *instance) info() transport.InstanceInfo {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	ii := transport.InstanceInfo{
+		InstanceID:  in.id,
+		Cwd:         in.cwd,
+		Bundle:      in.bundle,
+		BundleHash:  in.bundleHash,
+		SessionPath: in.sessionPath,
+		State:       in.state,
+	}
+	if in.state == transport.InstanceRunning && in.pid > 0 {
+		ii.PID = new(float64(in.pid))
+	}
+	if in.model != nil {
+		m := *in.model
+		ii.Model = &m
+	}
+	return ii
+}
+
+func (in *instance) running() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.state == transport.InstanceRunning && in.w != nil
+}
+
+func (in *instance) worker() *worker.Worker {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.w
+}
+
+// attach starts pumping w's events. Callers hold no lock.
+func (in *instance) attach(w *worker.Worker) {
+	snap := w.Snapshot()
+	in.mu.Lock()
+	in.w = w
+	in.state = transport.InstanceRunning
+	in.pid = snap.Pid
+	if snap.SessionPath != "" {
+		in.sessionPath = snap.SessionPath
+	}
+	done := make(chan struct{})
+	in.pumpDone = done
+	in.mu.Unlock()
+	in.a.wg.Go(func() {
+		defer close(done)
+		in.pump(w)
+	})
+}
+
+// pump forwards w's events in order and acts on the ones that matter:
+// settles end tasks, exits end tasks and the instance, dialogs go to the
+// server, model drift is reported.
+func (in *instance) pump(w *worker.Worker) {
+	for ev := range w.Events() {
+		in.lastSeq.Store(ev.Seq)
+		if ev.Raw != nil {
+			in.a.broadcast(&seqEvent{EventFrame: transport.EventFrame{InstanceID: in.id, Event: ev.Raw}, Seq: float64(ev.Seq)}, false)
+			if ev.Kind == worker.KindResponse {
+				in.answerWaiter(ev.Raw)
+			}
+		}
+		switch {
+		case ev.Kind == "agent_start":
+			// The shim forgets an event once it is taken from Events. Store
+			// that a run is open, so that an agent killed before it handled
+			// the run's settle lets the next one re-adopt the worker with
+			// the run open, and the settle still comes (exactly once).
+			in.a.persistWorker(in.id, w)
+		case ev.UIRequest != nil && !ev.UIRequest.AutoAnswered:
+			in.a.broadcast(uiRequestFrame(in.id, ev.UIRequest), false)
+		case ev.Settled != nil:
+			in.settled(w, ev.Settled)
+		case ev.Drift != nil:
+			in.drift(ev.Drift)
+		case ev.Exit != nil:
+			in.exited(w, ev.Exit)
+			return
+		}
+	}
+}
+
+// settled ends the open task, if any, and stores how far the stream got.
+func (in *instance) settled(w *worker.Worker, s *worker.Settled) {
+	in.mu.Lock()
+	t := in.task
+	in.task = nil
+	in.mu.Unlock()
+	if t != nil {
+		if s.Escalated {
+			in.a.broadcast(&transport.TaskEscalatedFrame{TaskID: t.id, InstanceID: in.id,
+				Reason: "a worker dialog went unanswered and was given its safe default"}, true)
+		}
+		status := transport.TaskSettled
+		if s.BudgetExceeded {
+			status = transport.TaskBudgetExceeded
+		}
+		st := s.Stats
+		f := &transport.TaskDoneFrame{
+			TaskID: t.id, InstanceID: in.id, Status: status,
+			Summary:              summaryOf(s.LastAssistantText, status, s.BudgetReason),
+			LastAssistantMessage: capBytes(s.LastAssistantText, MaxAssistantBytes),
+			Stats: &transport.TaskStats{Turns: new(float64(st.Turns)), ToolCalls: new(float64(st.ToolCalls)),
+				Cost: new(st.Cost), FilesChanged: new(float64(st.FilesChanged))},
+		}
+		f.TraceID = t.traceID
+		in.a.finishTask(f, t.owner)
+	}
+	in.a.persistWorker(in.id, w)
+}
+
+// exited ends the open task as aborted and marks the instance ended.
+func (in *instance) exited(w *worker.Worker, e *worker.Exit) {
+	snap := w.Snapshot()
+	in.mu.Lock()
+	if in.restarting {
+		// A restart failed to bring the worker up again: restart puts the
+		// previous bundle back, or ends the instance itself.
+		in.mu.Unlock()
+		in.log.Warn().Int("code", e.Code).Str("stderr", tailChars(e.StderrTail, 300)).Msg("worker did not restart")
+		return
+	}
+	t := in.task
+	in.task = nil
+	if in.stopping {
+		in.state = transport.InstanceStopped
+	} else if e.Lost {
+		in.state = transport.InstanceLost
+	} else {
+		in.state = transport.InstanceExited
+	}
+	state := in.state
+	in.pid = 0
+	if snap.SessionPath != "" {
+		in.sessionPath = snap.SessionPath
+	}
+	in.mu.Unlock()
+	in.log.Info().Int("code", e.Code).Str("signal", e.Signal).Bool("lost", e.Lost).Msg("worker ended")
+	if t != nil {
+		text := snap.LastAssistantText
+		summary := text
+		if tail := tailChars(e.StderrTail, StderrTailChars); tail != "" {
+			summary = fmt.Sprintf("(worker exited %s) stderr: %s", exitText(e), tail)
+		} else if summary == "" {
+			summary = fmt.Sprintf("(worker exited %s)", exitText(e))
+		}
+		f := &transport.TaskDoneFrame{TaskID: t.id, InstanceID: in.id, Status: transport.TaskAborted,
+			Summary: capChars(summary, SummaryChars), LastAssistantMessage: capBytes(text, MaxAssistantBytes)}
+		f.TraceID = t.traceID
+		in.a.finishTask(f, t.owner)
+	}
+	if _, err := in.a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
+		r.State = state
+		r.SessionPath = snap.SessionPath
+		return nil
+	}); err != nil && !errors.Is(err, agentstore.ErrNotFound) {
+		in.log.Error().Err(err).Msg("cannot record the worker's end")
+	}
+}
+
+func exitText(e *worker.Exit) string {
+	switch {
+	case e.Lost:
+		return "lost"
+	case e.Signal != "":
+		return "signal " + e.Signal
+	default:
+		return fmt.Sprintf("%d", e.Code)
+	}
+}
+
+// drift reports a model change (AC-4.7).
+func (in *instance) drift(d *worker.Drift) {
+	in.log.Warn().Str("from", d.From).Str("to", d.To).Bool("restored", d.Restored).Msg("model drift")
+	in.a.broadcast(&transport.ModelDriftFrame{InstanceID: in.id, Expected: parseModel(d.From),
+		Actual: parseModel(d.To), Refused: d.Restored}, true)
+	if !d.Restored {
+		m := parseModel(d.To)
+		in.mu.Lock()
+		in.model = &m
+		in.mu.Unlock()
+	}
+}
+
+// callPrefix starts the ids of the agent's own commands to a worker (the
+// worker layer keeps "pifleet-<id>-" for its own).
+const callPrefix = "agent-"
+
+// call sends cmd (a JSON object without id) to the worker with a fresh id
+// and waits for pi's response line.
+func (in *instance) call(ctx context.Context, cmd map[string]any) (json.RawMessage, error) {
+	w := in.worker()
+	if w == nil {
+		return nil, worker.ErrNotRunning
+	}
+	id := fmt.Sprintf("%s%s-%d", callPrefix, in.id, in.callSeq.Add(1))
+	cmd["id"] = id
+	raw, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan json.RawMessage, 1)
+	in.mu.Lock()
+	if in.waiters == nil {
+		in.waiters = map[string]chan json.RawMessage{}
+	}
+	in.waiters[id] = ch
+	done := in.pumpDone
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		delete(in.waiters, id)
+		in.mu.Unlock()
+	}()
+	if err := w.Send(raw); err != nil {
+		return nil, err
+	}
+	select {
+	case line := <-ch:
+		var r struct {
+			Success bool   `json:"success"`
+			Error   string `json:"error"`
+		}
+		if err := json.Unmarshal(line, &r); err == nil && !r.Success {
+			return line, fmt.Errorf("agent: worker refused %v: %s", cmd["type"], r.Error)
+		}
+		return line, nil
+	case <-done:
+		return nil, worker.ErrNotRunning
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (in *instance) answerWaiter(raw json.RawMessage) {
+	var r struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ID == "" || !strings.HasPrefix(r.ID, callPrefix) {
+		return
+	}
+	in.mu.Lock()
+	ch := in.waiters[r.ID]
+	in.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- raw:
+		default:
+		}
+	}
+}
+
+// detach lets go of the worker, which keeps running under its shim.
+func (in *instance) detach() {
+	in.mu.Lock()
+	w, running := in.w, in.state == transport.InstanceRunning
+	in.mu.Unlock()
+	if w == nil || !running {
+		return // ended: its pump has returned already
+	}
+	in.a.persistWorker(in.id, w)
+	w.Detach()
+}
+
+// seqEvent is an event frame with pifleet's seq field (docs/protocol.md):
+// the position of the event in its worker's stream, for events_since.
+type seqEvent struct {
+	transport.EventFrame
+	Seq float64
+}
+
+// Schema lists event's fields plus seq.
+func (f *seqEvent) Schema(s *transport.Schema) {
+	f.EventFrame.Schema(s)
+	s.Number("seq", &f.Seq)
+}
+
+// uiRequestFrame turns a worker dialog into ui_request. pi's editor dialog
+// has no kind of its own on the wire: it is an input.
+func uiRequestFrame(instanceID string, r *worker.UIRequest) *transport.UIRequestFrame {
+	kind := transport.UIKind(r.Kind)
+	switch kind {
+	case transport.UIConfirm, transport.UISelect, transport.UIInput:
+	default:
+		kind = transport.UIInput
+	}
+	title := r.Title
+	if title == "" {
+		title = r.Kind
+	}
+	return &transport.UIRequestFrame{InstanceID: instanceID, RequestID: r.RequestID, Kind: kind,
+		Title: title, Message: r.Message, Options: r.Options}
+}
+
+// parseModel reads "provider/id".
+func parseModel(s string) transport.ModelRef {
+	p, id, ok := strings.Cut(s, "/")
+	if !ok {
+		return transport.ModelRef{ID: s}
+	}
+	return transport.ModelRef{Provider: p, ID: id}
+}
+
+func summaryOf(text string, status transport.TaskStatus, budgetReason string) string {
+	s := text
+	if s == "" {
+		s = "(no assistant output)"
+	}
+	if status == transport.TaskBudgetExceeded && budgetReason != "" {
+		s = "(budget exceeded: " + budgetReason + ") " + s
+	}
+	return capChars(s, SummaryChars)
+}
+
+// capChars keeps the first n characters (runes) of s.
+func capChars(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// tailChars keeps the last n characters of s.
+func tailChars(s string, n int) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[len(r)-n:])
+}
+
+// capBytes keeps at most n bytes of s, cut on a character boundary.
+func capBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

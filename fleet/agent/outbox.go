@@ -1,0 +1,197 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/transport"
+)
+
+// finishTask stores f in the outbox (committed before anything is sent)
+// and wakes the delivery loop, which sends it to owner first.
+func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
+	e, err := a.store.Put(f, owner)
+	if err != nil {
+		a.log.Error().Err(err).Str("taskId", f.TaskID).Msg("cannot store task_done; it is lost")
+		return
+	}
+	a.rememberTask(f.TaskID, f.InstanceID)
+	if a.hooks.taskDone != nil {
+		a.hooks.taskDone(e)
+	}
+	a.log.Info().Str("taskId", f.TaskID).Str("instanceId", f.InstanceID).Str("status", string(f.Status)).
+		Uint64("seq", uint64(e.Seq)).Msg("task done")
+	a.kickOutbox()
+}
+
+func (a *Agent) kickOutbox() {
+	select {
+	case a.outboxKick <- struct{}{}:
+	default:
+	}
+}
+
+// deliverLoop sends due outbox entries: at once when stored, then again on
+// the retry schedule until acknowledged (not only on reconnect). With no
+// server connected it waits for one (a new connection gets everything by
+// its replay anyway).
+func (a *Agent) deliverLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Duration(-1)
+		if a.deliverDue(ctx) {
+			next, ok, err := a.store.NextDue()
+			switch {
+			case err != nil:
+				a.log.Error().Err(err).Msg("outbox")
+			case ok:
+				wait = max(next.Sub(a.cfg.Now()), time.Millisecond)
+			}
+		}
+		var tick <-chan time.Time
+		if wait >= 0 {
+			timer.Reset(wait)
+			tick = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.outboxKick:
+		case <-tick:
+		}
+		timer.Stop()
+	}
+}
+
+// deliverDue sends every due entry: to its owner alone on the first
+// attempt when the owner is connected, else to every connection. An entry
+// is marked sent only when some connection took it. It reports whether any
+// server is connected (else there is nothing to wait for but a new one).
+// Deliveries and replays are serialised (deliverMu), and a connection still
+// in its replay is left to it, so a new connection never gets an entry
+// twice.
+func (a *Agent) deliverDue(ctx context.Context) bool {
+	a.deliverMu.Lock()
+	defer a.deliverMu.Unlock()
+	var peers []*peer
+	for _, p := range a.peersSnapshot() {
+		select {
+		case <-p.sent:
+			peers = append(peers, p)
+		default:
+		}
+	}
+	if len(peers) == 0 {
+		return false
+	}
+	due, err := a.store.Due()
+	if err != nil {
+		a.log.Error().Err(err).Msg("outbox")
+		return true
+	}
+	var sent []agentstore.Seq
+	for _, e := range due {
+		targets := peers
+		if e.PreferOwner() {
+			for _, p := range peers {
+				if p.key == e.Owner {
+					targets = []*peer{p}
+					break
+				}
+			}
+		}
+		ok := false
+		for _, p := range targets {
+			if p.conn.Send(ctx, e.Frame) == nil {
+				ok = true
+			}
+		}
+		if ok {
+			sent = append(sent, e.Seq)
+		}
+	}
+	if len(sent) > 0 {
+		if err := a.store.MarkSent(sent...); err != nil {
+			a.log.Error().Err(err).Msg("outbox")
+		}
+	}
+	return true
+}
+
+// replayOutbox sends every unacked task_done to a new connection, in seq
+// order, and counts it as a delivery attempt.
+func (a *Agent) replayOutbox(ctx context.Context, p *peer) {
+	a.deliverMu.Lock()
+	defer a.deliverMu.Unlock()
+	pending, err := a.store.Pending()
+	if err != nil {
+		a.log.Error().Err(err).Msg("outbox replay")
+		return
+	}
+	var sent []agentstore.Seq
+	for _, e := range pending {
+		if err := p.conn.Send(ctx, e.Frame); err != nil {
+			break
+		}
+		sent = append(sent, e.Seq)
+	}
+	if len(sent) > 0 {
+		if err := a.store.MarkSent(sent...); err != nil {
+			a.log.Error().Err(err).Msg("outbox")
+		}
+	}
+}
+
+// ack handles task_done_ack: the entry is removed, and never sent again.
+func (a *Agent) ack(f *transport.TaskDoneAckFrame) {
+	removed, err := a.store.Ack(f.TaskID, f.Seq)
+	if err != nil {
+		a.log.Error().Err(err).Str("taskId", f.TaskID).Msg("ack")
+		return
+	}
+	a.log.Debug().Str("taskId", f.TaskID).Float64("seq", f.Seq).Bool("removed", removed).Msg("task_done acked")
+}
+
+// Task → instance bookkeeping, kept in the store so that task_accept and
+// task_reject find the instance after an agent restart.
+const taskKeyPrefix = "task/"
+
+func (a *Agent) rememberTask(taskID, instanceID string) {
+	if err := a.store.PutKV(taskKeyPrefix+taskID, []byte(instanceID)); err != nil {
+		a.log.Warn().Err(err).Str("taskId", taskID).Msg("cannot remember the task's instance")
+	}
+}
+
+func (a *Agent) taskInstance(taskID string) string {
+	v, ok, err := a.store.GetKV(taskKeyPrefix + taskID)
+	if err != nil || !ok {
+		return ""
+	}
+	return string(v)
+}
+
+// persistWorker stores what re-adoption needs.
+const workerKeyPrefix = "worker/"
+
+func (a *Agent) persistWorker(id string, w *worker.Worker) {
+	b, err := json.Marshal(w.Persisted())
+	if err == nil {
+		err = a.store.PutKV(workerKeyPrefix+id, b)
+	}
+	if err != nil {
+		a.log.Error().Err(err).Str("instanceId", id).Msg("cannot persist the worker's handle")
+	}
+}
+
+func (a *Agent) persistedWorker(id string) (worker.Persisted, bool) {
+	var p worker.Persisted
+	v, ok, err := a.store.GetKV(workerKeyPrefix + id)
+	if err != nil || !ok || json.Unmarshal(v, &p) != nil {
+		return p, false
+	}
+	return p, true
+}

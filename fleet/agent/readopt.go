@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+
+	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/fleet/agent/internal/fsservice"
+	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/transport"
+)
+
+// savedSpec is the part of a worker's spec a restarted agent needs to keep
+// supervising it (and to restart it for a rebundle). It sits in the state
+// file (mode 0600): the environment may hold secrets.
+type savedSpec struct {
+	Command    []string       `json:"command"`
+	Env        []string       `json:"env,omitempty"`
+	Budget     worker.Budget  `json:"budget"`
+	AutoAnswer map[string]any `json:"autoAnswer,omitempty"`
+	Tools      []string       `json:"tools,omitempty"`
+}
+
+const specKeyPrefix = "spec/"
+
+func (a *Agent) saveSpec(id string, spec worker.Spec, tools []string) {
+	b, err := json.Marshal(savedSpec{Command: spec.Command, Env: spec.Env, Budget: spec.Budget, AutoAnswer: spec.AutoAnswer, Tools: tools})
+	if err == nil {
+		err = a.store.PutKV(specKeyPrefix+id, b)
+	}
+	if err != nil {
+		a.log.Error().Err(err).Str("instanceId", id).Msg("cannot persist the worker's spec")
+	}
+}
+
+func (a *Agent) forget(id string) {
+	for _, k := range []string{specKeyPrefix + id, workerKeyPrefix + id} {
+		_ = a.store.DeleteKV(k)
+	}
+	_ = a.store.DeleteInstance(id)
+}
+
+// readopt takes over the workers of the agent's previous life (AC-3.13,
+// DESIGN decision 6): each one still running under its shim is adopted
+// with the same instance id and its event stream resumes where the dead
+// agent left it (a run in flight settles exactly once); one that cannot
+// be adopted is reported lost, with its session path (resumable), and its
+// open task ends with an aborted task_done. No pid is ever signalled: the
+// shim owns the process group.
+func (a *Agent) readopt(ctx context.Context) error {
+	recs, err := a.store.Instances()
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.State != transport.InstanceRunning {
+			a.forget(rec.InstanceID) // ended in a previous life
+			continue
+		}
+		if in := a.adopt(ctx, rec); in != nil {
+			continue
+		}
+		a.reportLost(rec)
+	}
+	return nil
+}
+
+// adopt re-attaches to one worker; nil when it cannot be done.
+func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
+	id := rec.InstanceID
+	log := a.log.With().Str("instanceId", id).Logger()
+	p, ok := a.persistedWorker(id)
+	if !ok {
+		log.Warn().Msg("no worker handle stored; reporting it lost")
+		return nil
+	}
+	var ss savedSpec
+	if v, ok, err := a.store.GetKV(specKeyPrefix + id); err != nil || !ok || json.Unmarshal(v, &ss) != nil {
+		log.Warn().Msg("no worker spec stored; reporting it lost")
+		return nil
+	}
+	spec := worker.Spec{InstanceID: id, Cwd: rec.Cwd, Command: ss.Command, Env: ss.Env,
+		StateDir: filepath.Join(a.cfg.StateDir, "workers"), ShimCommand: a.cfg.ShimCommand,
+		RingSize: a.cfg.EventRing, StopGrace: a.cfg.StopGrace, Budget: ss.Budget,
+		DialogTimeout: a.cfg.DialogTimeout, AutoAnswer: ss.AutoAnswer, Log: log}
+	if rec.TaskID != "" {
+		// The task was recorded before its command reached the worker, so
+		// a run may have started, or even ended, unseen by the dead agent
+		// (an event taken from the shim is gone from it). Adopting with
+		// the run open makes the worker settle it exactly once: at its
+		// real end, or at once when pi is found idle.
+		p.RunOpen = true
+	}
+	w, err := worker.Adopt(ctx, spec, p)
+	if err != nil {
+		if errors.Is(err, worker.ErrGone) {
+			log.Warn().Err(err).Msg("worker gone")
+		} else {
+			log.Error().Err(err).Msg("cannot re-adopt the worker")
+		}
+		return nil
+	}
+	in := &instance{a: a, id: id, cwd: rec.Cwd, log: log,
+		fs:   fsservice.New(rec.Cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
+		spec: spec, bundle: rec.Bundle, bundleHash: rec.BundleHash, tools: ss.Tools, traceID: rec.TraceID,
+		state: transport.InstanceRunning, sessionPath: rec.SessionPath}
+	if rec.Model != nil {
+		in.model = &transport.ModelRef{Provider: rec.Model.Provider, ID: rec.Model.ID, Thinking: rec.Model.Thinking}
+	}
+	if rec.TaskID != "" {
+		traceID := rec.TraceID
+		in.task = &openTask{id: rec.TaskID, owner: rec.TaskOwner, traceID: traceID}
+	}
+	a.mu.Lock()
+	a.instances[id] = in
+	a.order = append(a.order, id)
+	a.mu.Unlock()
+	in.attach(w)
+	log.Info().Str("taskId", rec.TaskID).Msg("worker re-adopted")
+	return in
+}
+
+// reportLost lists a worker that could not be adopted as lost and ends its
+// open task.
+func (a *Agent) reportLost(rec agentstore.Instance) {
+	path := rec.SessionPath
+	if p, ok := a.persistedWorker(rec.InstanceID); ok && path == "" {
+		path = p.SessionPath
+	}
+	in := &instance{a: a, id: rec.InstanceID, cwd: rec.Cwd, bundle: rec.Bundle, bundleHash: rec.BundleHash,
+		state: transport.InstanceLost, sessionPath: path,
+		fs: fsservice.New(rec.Cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger))}
+	a.mu.Lock()
+	a.lost = append(a.lost, in)
+	a.mu.Unlock()
+	if rec.TaskID != "" {
+		f := &transport.TaskDoneFrame{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Status: transport.TaskAborted,
+			Summary: "(agent restarted; worker lost mid-task)"}
+		f.TraceID = rec.TraceID
+		a.finishTask(f, "")
+	}
+	a.forget(rec.InstanceID)
+}

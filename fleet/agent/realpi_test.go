@@ -1,0 +1,121 @@
+//go:build unix
+
+package agent
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+)
+
+// publishFauxBundle publishes bundle "faux": the offline scripted provider
+// extension of testdata/pi, and the model policy faux/faux-1. The worker
+// gets both only through provisioning.
+func publishFauxBundle(t *testing.T, root string) {
+	t.Helper()
+	src := t.TempDir()
+	ext, err := os.ReadFile(pitest.FauxProvider(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(src, "ext"), 0o755)
+	os.WriteFile(filepath.Join(src, "ext", "faux-provider.ts"), ext, 0o644)
+	os.WriteFile(filepath.Join(src, "bundle.json"),
+		[]byte(`{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}}}`), 0o644)
+	if _, err := registry.Publish(root, "faux", src, registry.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue #5, with the real pi: spawn (the bundle comes from an HTTP
+// registry) → get_state shows the bundle's model → a tracked prompt that
+// makes a tool call → its events in order → agent_settled → task_done →
+// reject → the revision runs in the same session (history intact) →
+// accept with stop → stopped, the session file intact and resumable.
+func TestRealPiReviewCycle(t *testing.T) {
+	piPath := pitest.Find(t)
+	root := t.TempDir()
+	publishFauxBundle(t, root)
+	srv := httptest.NewServer(registry.NewServer(root))
+	defer srv.Close()
+	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
+	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, mod: func(c *Config) {
+		c.PiCommand = []string{piPath}
+		c.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
+		c.Env = ps.Env
+		c.Registry = ""
+		c.StopGrace = 10 * time.Second
+	}})
+	c := h.dial(t)
+	c.hello()
+	inst := c.mustSpawn("s", h.cwd, "faux", func(f *transport.SpawnFrame) {
+		f.Env = map[string]string{"PI_FLEET_SERVER": srv.URL}
+	})
+	id := inst.InstanceID
+
+	c.rpc(id, "", map[string]any{"type": "get_state", "id": "gs"})
+	_, st := c.nextEvent(id, func(e event) bool { return e.ID == "gs" })
+	if !strings.Contains(string(st.Data), `"id":"faux-1"`) || !strings.Contains(string(st.Data), `"provider":"faux"`) {
+		t.Fatalf("get_state model: %s", st.Data)
+	}
+
+	c.rpc(id, "t-real", prompt("p", "bash: echo tool-ran"))
+	var order []string
+	for {
+		_, e := c.nextEvent(id, func(e event) bool {
+			switch e.Type {
+			case "agent_start", "tool_execution_start", "tool_execution_end", "agent_end", "agent_settled":
+				return true
+			}
+			return false
+		})
+		order = append(order, e.Type)
+		if e.Type == "agent_settled" {
+			break
+		}
+	}
+	if got := strings.Join(order, ","); got != "agent_start,tool_execution_start,tool_execution_end,agent_end,agent_settled" {
+		t.Fatalf("events in order: %s", got)
+	}
+	td := nextOf[*transport.TaskDoneFrame](c, nil)
+	if td.TaskID != "t-real" || td.Status != transport.TaskSettled || !strings.Contains(td.Summary, "tool-ran") {
+		t.Fatalf("task_done %+v", td)
+	}
+	c.ack(td)
+
+	c.send(&transport.TaskRejectFrame{TaskID: "t-real", Feedback: "say: revised answer"})
+	td2 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
+	if td2.TaskID != "t-real" || td2.LastAssistantMessage != "revised answer" {
+		t.Fatalf("revision task_done %+v", td2)
+	}
+	c.ack(td2)
+
+	acc := &transport.TaskAcceptFrame{TaskID: "t-real", Disposition: transport.DispositionStop, Deliver: transport.DeliverNone}
+	acc.ID = "acc"
+	c.send(acc)
+	stopped := c.reply("acc").(*transport.StoppedFrame)
+	if stopped.Forced || stopped.SessionPath != inst.SessionPath {
+		t.Fatalf("stopped %+v (spawned with %s)", stopped, inst.SessionPath)
+	}
+	f, err := session.Read(stopped.SessionPath)
+	if err != nil {
+		t.Fatalf("session file not readable (not resumable): %v", err)
+	}
+	raw, _ := os.ReadFile(stopped.SessionPath)
+	for _, want := range []string{"bash: echo tool-ran", "tool-ran", "Revision requested", "revised answer"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("session history lacks %q", want)
+		}
+	}
+	if len(f.Entries) < 6 {
+		t.Errorf("session has %d entries", len(f.Entries))
+	}
+}

@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+)
+
+// reportPageBytes bounds the sessions of one sessions_report frame, well
+// under transport.MaxFrameBytes.
+const reportPageBytes = 900 << 10
+
+// reportPageSessions is the most sessions in one sessions_report: the
+// TypeScript agent's cap on its single report (reference 1.18).
+const reportPageSessions = 200
+
+// entriesPageBytes bounds the entries of one session_entries_result.
+const entriesPageBytes = 900 << 10
+
+func wireSession(s session.SessionInfo) transport.SessionInfo {
+	return transport.SessionInfo{SessionID: s.SessionID, Path: s.Path, Name: s.Name, Cwd: s.Cwd,
+		Kind: transport.SessionKind(s.Kind), Pinned: s.Pinned, ParentSession: s.ParentSession,
+		UpdatedAt: float64(s.UpdatedAt)}
+}
+
+func wireSessions(in []session.SessionInfo) []transport.SessionInfo {
+	out := make([]transport.SessionInfo, len(in))
+	for i, s := range in {
+		out[i] = wireSession(s)
+	}
+	return out
+}
+
+// sendFullReport sends every session to a new connection: one
+// sessions_report {full:true}, followed, when the listing does not fit one
+// frame, by sessions_report {full:false} pages that add the rest.
+func (a *Agent) sendFullReport(ctx context.Context, p *peer) {
+	l, err := a.lister.List(ctx)
+	if err != nil {
+		a.log.Warn().Err(err).Msg("sessions listing")
+		return
+	}
+	a.sendReport(ctx, p, wireSessions(l.Sessions), true)
+}
+
+func (a *Agent) sendReport(ctx context.Context, p *peer, sessions []transport.SessionInfo, full bool) {
+	pages, err := session.Paginate(sessions, session.PageLimits{MaxItems: reportPageSessions, MaxBytes: reportPageBytes})
+	if err != nil {
+		a.log.Warn().Err(err).Msg("sessions report")
+		return
+	}
+	for i, page := range pages {
+		// A TypeScript server keeps only the latest report: it gets the
+		// first page, the newest sessions, as the TS agent sends them.
+		if i > 0 && p != nil && !p.pifleet.Load() {
+			return
+		}
+		f := &transport.SessionsReportFrame{Machine: a.cfg.Machine, Full: full && i == 0, Sessions: page}
+		if p != nil {
+			if p.conn.Send(ctx, f) != nil {
+				return
+			}
+		} else {
+			a.broadcast(f, true)
+		}
+	}
+}
+
+// reportLoop polls the session files and sends what changed to pifleet
+// servers: sessions_report {full:false} for new and changed sessions,
+// sessions_removed for the files gone (AC-3.5.4).
+func (a *Agent) reportLoop(ctx context.Context) {
+	if _, err := a.watcher.Full(ctx); err != nil {
+		a.log.Warn().Err(err).Msg("sessions watcher")
+	}
+	t := time.NewTicker(a.cfg.SessionsPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d, err := a.watcher.Poll(ctx)
+		if err != nil || d.Empty() {
+			continue
+		}
+		changed := append(wireSessions(d.Added), wireSessions(d.Updated)...)
+		if len(changed) > 0 {
+			a.sendReport(ctx, nil, changed, false)
+		}
+		if len(d.Removed) > 0 {
+			paths := make([]string, len(d.Removed))
+			for i, s := range d.Removed {
+				paths[i] = s.Path
+			}
+			a.broadcast(&transport.SessionsRemovedFrame{Machine: a.cfg.Machine, Paths: paths}, true)
+		}
+	}
+}
+
+// search answers session_search (reference 1.18).
+func (a *Agent) search(ctx context.Context, f *transport.SessionSearchFrame) transport.Frame {
+	res, err := a.lister.Search(ctx, f.Query, session.SearchOptions{Cwd: f.Cwd})
+	if err != nil && len(res.Hits) == 0 {
+		return errorFrame(f, CodeInternal, err.Error())
+	}
+	out := &transport.SessionHitsFrame{Hits: make([]transport.SessionHit, len(res.Hits))}
+	for i, h := range res.Hits {
+		out.Hits[i] = transport.SessionHit{SessionID: h.SessionID, Path: h.Path, Snippet: h.Snippet}
+	}
+	out.ID = f.ID
+	return out
+}
+
+// sessionEntries answers session_entries: the entries after an entry id,
+// read from the file (pi 0.73.1 has no get_entries).
+func (a *Agent) sessionEntries(f *transport.SessionEntriesFrame) transport.Frame {
+	fail := func(path, code, msg string) transport.Frame {
+		out := &transport.SessionEntriesResultFrame{Path: path, After: f.After, Entries: []byte("[]"),
+			Error: &transport.FsError{Code: code, Message: msg}}
+		out.ID = f.ID
+		return out
+	}
+	path := f.Path
+	if f.InstanceID != "" {
+		in := a.lookup(f.InstanceID)
+		if in == nil {
+			return fail(path, CodeUnknownInstance, "no instance "+f.InstanceID)
+		}
+		in.mu.Lock()
+		path = in.sessionPath
+		in.mu.Unlock()
+		if path == "" {
+			return fail(path, "not_found", "instance "+f.InstanceID+" has no session file")
+		}
+	} else if !a.underSessionsRoot(path) {
+		return fail(path, "path_escape", "path is not a session file under the agent's sessions root")
+	}
+	limit := 0
+	if f.Limit != nil && *f.Limit > 0 {
+		limit = int(*f.Limit)
+	}
+	entries, _, err := session.Cursor{Path: path, EntryID: f.After}.Next(limit)
+	if err != nil && len(entries) == 0 {
+		switch {
+		case errors.Is(err, session.ErrUnknownEntry):
+			return fail(path, "unknown_entry", err.Error())
+		default:
+			return fail(path, "not_found", err.Error())
+		}
+	}
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	last, more := f.After, false
+	for i, e := range entries {
+		if buf.Len()+len(e.Raw)+2 > entriesPageBytes {
+			more = true
+			break
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(e.Raw)
+		last = e.ID
+	}
+	buf.WriteByte(']')
+	if !more && limit > 0 && len(entries) == limit {
+		more = true // maybe: the client asks again and gets none
+	}
+	out := &transport.SessionEntriesResultFrame{Path: path, After: f.After, Entries: buf.Bytes(), LastEntryID: last, More: more}
+	out.ID = f.ID
+	return out
+}
+
+func (a *Agent) underSessionsRoot(path string) bool {
+	if path == "" || !filepath.IsAbs(path) || !strings.HasSuffix(path, ".jsonl") {
+		return false
+	}
+	root, err := filepath.EvalSymlinks(a.cfg.SessionsRoot)
+	if err != nil {
+		return false
+	}
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != "." && !strings.HasPrefix(rel, "..")
+}
+
+// eventsSince replays a worker's buffered events after a seq to the asking
+// connection, then closes the answer with events_replayed (seed §6).
+func (a *Agent) eventsSince(ctx context.Context, p *peer, f *transport.EventsSinceFrame) {
+	in := a.lookup(f.InstanceID)
+	if in == nil || in.worker() == nil {
+		p.reply(ctx, errorFrame(f, CodeUnknownInstance, "no instance "+f.InstanceID))
+		return
+	}
+	since := uint64(max(f.Since, 0))
+	events, first, gap := in.worker().Since(since)
+	var missed uint64
+	if gap && first > since+1 {
+		missed = first - since - 1
+	}
+	last := in.lastSeq.Load()
+	n := 0
+	for _, ev := range events {
+		if ev.Raw == nil {
+			continue
+		}
+		if p.conn.Send(ctx, &seqEvent{EventFrame: transport.EventFrame{InstanceID: in.id, Event: ev.Raw}, Seq: float64(ev.Seq)}) != nil {
+			return
+		}
+		n++
+	}
+	out := &transport.EventsReplayedFrame{InstanceID: in.id, Since: f.Since, Count: float64(n),
+		LastSeq: float64(last), Missed: float64(missed)}
+	out.ID = f.ID
+	p.reply(ctx, out)
+}
