@@ -276,6 +276,10 @@ type EventFrame struct {
 	// Event is the worker's line, verbatim; the key is always present on
 	// the wire (null when nil).
 	Event json.RawMessage
+	// Seq is the event's position in its worker's stream (a pifleet
+	// addition, docs/protocol.md): a server that reconnects asks for the
+	// events after the last seq it saw. Absent from a TypeScript agent.
+	Seq *float64
 }
 
 // FrameType returns "event".
@@ -285,6 +289,7 @@ func (*EventFrame) FrameType() string { return TypeEvent }
 func (f *EventFrame) Schema(s *Schema) {
 	s.String("instanceId", &f.InstanceID, Required)
 	s.Raw("event", &f.Event, Required)
+	s.OptNumber("seq", &f.Seq)
 }
 
 // TaskStatus is how a task ended.

@@ -104,12 +104,19 @@ func (i *SessionInfo) Schema(s *Schema) {
 
 // Budget limits a worker: {maxCost?}.
 type Budget struct {
+	// MaxCost is the most the worker may spend, in the provider's currency.
 	MaxCost *float64
+	// MaxTurns and MaxMinutes are pifleet additions (docs/protocol.md); the
+	// TypeScript agent ignores them.
+	MaxTurns   *float64
+	MaxMinutes *float64
 }
 
 // Schema lists Budget's fields.
 func (b *Budget) Schema(s *Schema) {
 	s.OptNumber("maxCost", &b.MaxCost)
+	s.OptNumber("maxTurns", &b.MaxTurns)
+	s.OptNumber("maxMinutes", &b.MaxMinutes)
 }
 
 // TaskStats summarises a finished task; every field is optional.

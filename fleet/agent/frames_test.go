@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"example.com/pifleet/fleet/agent/internal/worker"
 	"example.com/pifleet/transport"
 )
 
@@ -46,12 +47,16 @@ func TestPifleetFramesRoundTrip(t *testing.T) {
 			t.Errorf("%s round trip (-want +got):\n%s", f.FrameType(), d)
 		}
 	}
-	ev := &seqEvent{EventFrame: transport.EventFrame{InstanceID: "i-1", Event: json.RawMessage(`{"type":"agent_start"}`)}, Seq: 7}
+	ev := eventFrame("i-1", worker.Event{Seq: 7, Raw: json.RawMessage(`{"type":"agent_start"}`)})
 	b, err := transport.MarshalFrame(ev)
 	if err != nil || !bytes.Contains(b, []byte(`"seq":7`)) || !bytes.HasPrefix(b, []byte(`{"v":1,"type":"event"`)) {
 		t.Fatalf("event with seq: %s %v", b, err)
 	}
-	if f, err := transport.ParseFrame(bytes.TrimSpace(b)); err != nil || f.(*transport.EventFrame).InstanceID != "i-1" {
+	f, err := transport.ParseFrame(bytes.TrimSpace(b))
+	if err != nil {
 		t.Fatalf("a v1 decoder must accept it: %v", err)
+	}
+	if got := f.(*transport.EventFrame); got.InstanceID != "i-1" || got.Seq == nil || *got.Seq != 7 {
+		t.Fatalf("decoded %+v, want instance i-1 with seq 7", got)
 	}
 }

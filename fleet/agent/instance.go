@@ -116,7 +116,7 @@ func (in *instance) pump(w *worker.Worker) {
 	for ev := range w.Events() {
 		in.lastSeq.Store(ev.Seq)
 		if ev.Raw != nil {
-			in.a.broadcast(&seqEvent{EventFrame: transport.EventFrame{InstanceID: in.id, Event: ev.Raw}, Seq: float64(ev.Seq)}, false)
+			in.a.broadcast(eventFrame(in.id, ev), false)
 			if ev.Kind == worker.KindResponse {
 				in.answerWaiter(ev.Raw)
 			}
@@ -323,17 +323,10 @@ func (in *instance) detach() {
 	w.Detach()
 }
 
-// seqEvent is an event frame with pifleet's seq field (docs/protocol.md):
-// the position of the event in its worker's stream, for events_since.
-type seqEvent struct {
-	transport.EventFrame
-	Seq float64
-}
-
-// Schema lists event's fields plus seq.
-func (f *seqEvent) Schema(s *transport.Schema) {
-	f.EventFrame.Schema(s)
-	s.Number("seq", &f.Seq)
+// eventFrame is the event frame of one worker event, with its seq.
+func eventFrame(instanceID string, ev worker.Event) *transport.EventFrame {
+	seq := float64(ev.Seq)
+	return &transport.EventFrame{InstanceID: instanceID, Event: ev.Raw, Seq: &seq}
 }
 
 // uiRequestFrame turns a worker dialog into ui_request. pi's editor dialog

@@ -215,7 +215,7 @@ func (a *Agent) eventsSince(ctx context.Context, p *peer, f *transport.EventsSin
 		if ev.Raw == nil {
 			continue
 		}
-		if p.conn.Send(ctx, &seqEvent{EventFrame: transport.EventFrame{InstanceID: in.id, Event: ev.Raw}, Seq: float64(ev.Seq)}) != nil {
+		if p.conn.Send(ctx, eventFrame(in.id, ev)) != nil {
 			return
 		}
 		n++

@@ -391,8 +391,18 @@ func (a *Agent) workerSpec(id, cwd string, l launch, b *transport.Budget) worker
 			spec.Budget.MaxMinutes = *mb.MaxMinutes
 		}
 	}
-	if b != nil && b.MaxCost != nil {
-		spec.Budget.MaxCost = *b.MaxCost
+	// The spawn's own limits win over the manifest's, field by field, as
+	// the spawn's model wins over the bundle's.
+	if b != nil {
+		if b.MaxCost != nil {
+			spec.Budget.MaxCost = *b.MaxCost
+		}
+		if b.MaxTurns != nil {
+			spec.Budget.MaxTurns = int(*b.MaxTurns)
+		}
+		if b.MaxMinutes != nil {
+			spec.Budget.MaxMinutes = *b.MaxMinutes
+		}
 	}
 	if ui := l.res.Resources.UI; ui != nil && len(ui.AutoAnswer) > 0 {
 		spec.AutoAnswer = map[string]any{}

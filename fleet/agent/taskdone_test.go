@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,23 @@ func TestBudget_81(t *testing.T) {
 	td := nextOf[*transport.TaskDoneFrame](c, nil)
 	if td.Status != transport.TaskBudgetExceeded {
 		t.Fatalf("status %s, want budget_exceeded (%+v)", td.Status, td)
+	}
+}
+
+// AC-3.12 from the spawn frame: maxTurns (a pifleet addition to
+// spawn.budget) allows one turn; a prompt with a tool call needs two. The
+// spawn's limit also overrides the manifest's, which has none here.
+func TestSpawnBudgetMaxTurns(t *testing.T) {
+	h := newHarness(t, hopts{})
+	c := h.dial(t)
+	c.hello()
+	inst := c.mustSpawn("s", h.cwd, "default", func(f *transport.SpawnFrame) {
+		f.Budget = &transport.Budget{MaxTurns: new(1.0)}
+	})
+	c.rpc(inst.InstanceID, "t-turns", prompt("p", "bash: echo one"))
+	td := nextOf[*transport.TaskDoneFrame](c, nil)
+	if td.Status != transport.TaskBudgetExceeded || !strings.Contains(td.Summary, "maxTurns") {
+		t.Fatalf("task_done %+v, want budget_exceeded naming maxTurns", td)
 	}
 }
 
