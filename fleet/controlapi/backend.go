@@ -1,0 +1,64 @@
+package controlapi
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Backend is what the control API serves: the operations of a running
+// fleet, in the API's own types. pifleet-server implements it with a thin
+// adapter over the fleet SDK; the server side of this package only
+// translates HTTP to these calls and back.
+//
+// Errors: a method returns an *Error (or wraps one) to give the client a
+// precise code (unknown_instance, policy_refused, spawn_error, …); any
+// other error reaches the client as code internal with its text.
+//
+// Every method may be called concurrently.
+type Backend interface {
+	// Status is a snapshot of agents, instances and tasks.
+	Status(ctx context.Context) (Status, error)
+	// Spawn starts a worker and returns once it is idle. progress, when
+	// the agent reports provisioning steps, is called in order; it may be
+	// called from another goroutine but never after Spawn returned.
+	Spawn(ctx context.Context, req SpawnRequest, progress func(SpawnProgress)) (SpawnResult, error)
+	// Prompt sends text to an instance: as a tracked task when req.Task,
+	// and, when req.Wait, returns only once the run settled with the final
+	// assistant message.
+	Prompt(ctx context.Context, instanceID string, req PromptRequest) (PromptResult, error)
+	// Steer queues a message delivered after the worker's current turn.
+	Steer(ctx context.Context, instanceID, text string) error
+	// Abort interrupts the instance's current run.
+	Abort(ctx context.Context, instanceID string) error
+	// Stop ends the instance's worker and waits until it stopped.
+	Stop(ctx context.Context, instanceID string) error
+	// Output is the instance's buffered tail and state snapshot.
+	Output(ctx context.Context, instanceID string) (Output, error)
+	// Tasks lists every tracked task.
+	Tasks(ctx context.Context) ([]Task, error)
+	// Accept accepts a task that awaits review.
+	Accept(ctx context.Context, taskID string, d Disposition) error
+	// Reject sends a task back with feedback; Escalated reports that the
+	// rejection exceeded review.maxRejects and a human must decide.
+	Reject(ctx context.Context, taskID, feedback string) (RejectResult, error)
+	// TrustList lists the stored trust decisions.
+	TrustList(ctx context.Context) ([]TrustDecision, error)
+	// TrustSet records a trust decision for a machine.
+	TrustSet(ctx context.Context, machine string, p Policy) (TrustDecision, error)
+	// Watch streams changes until ctx is done: the channel is closed then
+	// (or when the backend shuts down). Changes are delivered in the order
+	// they happened; Seq is assigned by the server.
+	Watch(ctx context.Context) (<-chan Change, error)
+	// Rebundle switches a running instance to another bundle.
+	Rebundle(ctx context.Context, instanceID, bundle string) (RebundleResult, error)
+	// SetTools sets the worker's active tools and returns the tools now
+	// active.
+	SetTools(ctx context.Context, instanceID string, tools []string) ([]string, error)
+	// SetModel switches the worker's model.
+	SetModel(ctx context.Context, instanceID string, m ModelRef) error
+	// UIAnswer answers a pending worker dialog. value is a JSON string,
+	// boolean, or null (cancel).
+	UIAnswer(ctx context.Context, requestID string, value json.RawMessage) error
+	// Doctor runs the server-side health checks.
+	Doctor(ctx context.Context) (DoctorReport, error)
+}

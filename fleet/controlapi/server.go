@@ -1,0 +1,493 @@
+package controlapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+// Content types of the streaming answers.
+const (
+	// ContentTypeNDJSON is the spawn answer once provisioning progress
+	// started: one SpawnLine per line.
+	ContentTypeNDJSON = "application/x-ndjson"
+	// ContentTypeSSE is the watch stream.
+	ContentTypeSSE = "text/event-stream"
+)
+
+// SpawnLine is one line of a streamed spawn answer: exactly one field is
+// set. The last line holds Result or Error.
+type SpawnLine struct {
+	Progress *SpawnProgress `json:"progress,omitempty"`
+	Result   *SpawnResult   `json:"result,omitempty"`
+	Error    *Error         `json:"error,omitempty"`
+}
+
+// Server is the HTTP side of the control API: an http.Handler over a
+// Backend.
+type Server struct {
+	b     Backend
+	token string
+	log   zerolog.Logger
+	mux   *http.ServeMux
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithToken makes every request present "Authorization: Bearer token"
+// (TCP mode).
+func WithToken(token string) ServerOption { return func(s *Server) { s.token = token } }
+
+// WithLogger logs each failed request and stream (default zerolog.Nop()).
+func WithLogger(l zerolog.Logger) ServerOption { return func(s *Server) { s.log = l } }
+
+// NewServer returns the handler serving b.
+func NewServer(b Backend, opts ...ServerOption) *Server {
+	s := &Server{b: b, log: zerolog.Nop(), mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
+	p := "/" + APIVersion
+	s.mux.HandleFunc("GET "+p+"/status", s.status)
+	s.mux.HandleFunc("POST "+p+"/instances", s.spawn)
+	s.mux.HandleFunc("POST "+p+"/instances/{id}/prompt", s.prompt)
+	s.mux.HandleFunc("POST "+p+"/instances/{id}/steer", s.steer)
+	s.mux.HandleFunc("POST "+p+"/instances/{id}/abort", s.abort)
+	s.mux.HandleFunc("POST "+p+"/instances/{id}/stop", s.stop)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/output", s.output)
+	s.mux.HandleFunc("POST "+p+"/instances/{id}/rebundle", s.rebundle)
+	s.mux.HandleFunc("PUT "+p+"/instances/{id}/tools", s.tools)
+	s.mux.HandleFunc("PUT "+p+"/instances/{id}/model", s.model)
+	s.mux.HandleFunc("GET "+p+"/tasks", s.tasks)
+	s.mux.HandleFunc("POST "+p+"/tasks/{id}/accept", s.accept)
+	s.mux.HandleFunc("POST "+p+"/tasks/{id}/reject", s.reject)
+	s.mux.HandleFunc("GET "+p+"/trust", s.trustList)
+	s.mux.HandleFunc("PUT "+p+"/trust/{machine}", s.trustSet)
+	s.mux.HandleFunc("POST "+p+"/ui/{request}", s.uiAnswer)
+	s.mux.HandleFunc("GET "+p+"/watch", s.watch)
+	s.mux.HandleFunc("GET "+p+"/doctor", s.doctor)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
+	})
+	return s
+}
+
+// ServeHTTP checks the token, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.token != "" {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !tokenMatches(got, s.token) {
+			s.fail(w, r, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Serve serves h on l until ctx is done, then stops: open streams (watch)
+// are ended at once and other requests get up to grace to finish. It
+// returns nil after a shutdown asked through ctx.
+func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Streams never end by themselves: cancel their contexts first so
+	// Shutdown does not wait for them.
+	cancelBase()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = hs.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// ---- plumbing ----
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := asAPIError(err)
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return // the client went away; nobody reads the answer
+	}
+	s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Str("code", string(e.Code)).Msg(e.Message)
+	writeJSON(w, e.Code.HTTPStatus(), e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON body into v. An empty body leaves v as is.
+func decode(r *http.Request, v any) error {
+	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
+	err := json.NewDecoder(body).Decode(v)
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return badRequest("body larger than %d bytes", MaxBodyBytes)
+	}
+	return badRequest("body: %v", err)
+}
+
+// reply runs a backend call and writes its answer (204 when v is nil).
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	switch {
+	case err != nil:
+		s.fail(w, r, err)
+	case v == nil:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// ---- handlers ----
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.b.Status(r.Context())
+	s.reply(w, r, st, err)
+}
+
+func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
+	var req SpawnRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Progress switches the answer to a stream; a spawn that fails before
+	// any progress gets a plain error answer with its HTTP status.
+	var (
+		mu        sync.Mutex
+		streaming bool
+		finished  bool
+	)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	line := func(l SpawnLine) {
+		if !streaming {
+			streaming = true
+			w.Header().Set("Content-Type", ContentTypeNDJSON)
+			w.WriteHeader(http.StatusOK)
+		}
+		_ = enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	res, err := s.b.Spawn(r.Context(), req, func(p SpawnProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			line(SpawnLine{Progress: &p})
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	finished = true
+	switch {
+	case !streaming:
+		s.reply(w, r, res, err)
+	case err != nil:
+		line(SpawnLine{Error: asAPIError(err)})
+	default:
+		line(SpawnLine{Result: &res})
+	}
+}
+
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
+	var req PromptRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Text == "" {
+		s.fail(w, r, badRequest("prompt needs a text"))
+		return
+	}
+	res, err := s.b.Prompt(r.Context(), r.PathValue("id"), req)
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
+	var req TextRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Text == "" {
+		s.fail(w, r, badRequest("steer needs a text"))
+		return
+	}
+	s.reply(w, r, nil, s.b.Steer(r.Context(), r.PathValue("id"), req.Text))
+}
+
+func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
+	s.reply(w, r, nil, s.b.Abort(r.Context(), r.PathValue("id")))
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	s.reply(w, r, nil, s.b.Stop(r.Context(), r.PathValue("id")))
+}
+
+func (s *Server) output(w http.ResponseWriter, r *http.Request) {
+	out, err := s.b.Output(r.Context(), r.PathValue("id"))
+	if out.Tail == nil {
+		out.Tail = []json.RawMessage{}
+	}
+	s.reply(w, r, out, err)
+}
+
+func (s *Server) rebundle(w http.ResponseWriter, r *http.Request) {
+	var req RebundleRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Bundle == "" {
+		s.fail(w, r, badRequest("rebundle needs a bundle"))
+		return
+	}
+	res, err := s.b.Rebundle(r.Context(), r.PathValue("id"), req.Bundle)
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) tools(w http.ResponseWriter, r *http.Request) {
+	var req ToolsRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Tools == nil {
+		req.Tools = []string{}
+	}
+	active, err := s.b.SetTools(r.Context(), r.PathValue("id"), req.Tools)
+	if active == nil {
+		active = []string{}
+	}
+	s.reply(w, r, ToolsRequest{Tools: active}, err)
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	var req ModelRef
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Provider == "" || req.ID == "" {
+		s.fail(w, r, badRequest("model needs a provider and an id"))
+		return
+	}
+	s.reply(w, r, nil, s.b.SetModel(r.Context(), r.PathValue("id"), req))
+}
+
+func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.b.Tasks(r.Context())
+	if ts == nil {
+		ts = []Task{}
+	}
+	s.reply(w, r, ts, err)
+}
+
+func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
+	var req AcceptRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch req.Disposition {
+	case "":
+		req.Disposition = DispositionKeepIdle
+	case DispositionStop, DispositionKeepIdle:
+	default:
+		s.fail(w, r, badRequest("disposition %q is not stop or keep_idle", req.Disposition))
+		return
+	}
+	s.reply(w, r, nil, s.b.Accept(r.Context(), r.PathValue("id"), req.Disposition))
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
+	var req RejectRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Feedback) == "" {
+		s.fail(w, r, badRequest("reject needs feedback"))
+		return
+	}
+	res, err := s.b.Reject(r.Context(), r.PathValue("id"), req.Feedback)
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) trustList(w http.ResponseWriter, r *http.Request) {
+	ds, err := s.b.TrustList(r.Context())
+	if ds == nil {
+		ds = []TrustDecision{}
+	}
+	s.reply(w, r, ds, err)
+}
+
+func (s *Server) trustSet(w http.ResponseWriter, r *http.Request) {
+	var req TrustSetRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !req.Policy.Valid() {
+		s.fail(w, r, badRequest("policy %q is not allow, steer or deny", req.Policy))
+		return
+	}
+	d, err := s.b.TrustSet(r.Context(), r.PathValue("machine"), req.Policy)
+	s.reply(w, r, d, err)
+}
+
+func (s *Server) uiAnswer(w http.ResponseWriter, r *http.Request) {
+	var req UIAnswerRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkUIValue(req.Value); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.Value) == 0 {
+		req.Value = json.RawMessage("null")
+	}
+	s.reply(w, r, nil, s.b.UIAnswer(r.Context(), r.PathValue("request"), req.Value))
+}
+
+// checkUIValue accepts what a worker dialog can take: a string, a boolean,
+// or null.
+func checkUIValue(v json.RawMessage) error {
+	if len(v) == 0 {
+		return nil
+	}
+	var x any
+	if err := json.Unmarshal(v, &x); err != nil {
+		return badRequest("value: %v", err)
+	}
+	switch x.(type) {
+	case nil, string, bool:
+		return nil
+	}
+	return badRequest("value must be a string, a boolean or null, not %s", v)
+}
+
+func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.b.Doctor(r.Context())
+	if rep.Checks == nil {
+		rep.Checks = []Check{}
+	}
+	s.reply(w, r, rep, err)
+}
+
+// watch streams changes as server-sent events: "id: SEQ", "event: KIND",
+// "data: CHANGE-JSON" per change.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.fail(w, r, &Error{Code: CodeInternal, Message: "streaming not supported by this connection"})
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	changes, err := s.b.Watch(ctx)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", ContentTypeSSE)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	// An opening comment tells the client the subscription is live.
+	if _, err := io.WriteString(w, ": watching\n\n"); err != nil {
+		return
+	}
+	flusher.Flush()
+	var seq uint64
+	write := func(c Change) bool {
+		seq++
+		c.Seq = seq
+		if err := writeEvent(w, c); err != nil {
+			s.log.Debug().Err(err).Msg("watch stream ended")
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-changes:
+			if !ok || !write(c) {
+				return
+			}
+			// Flush once the backend has nothing more ready: a burst goes
+			// out in few writes, a lone change at once.
+		burst:
+			for {
+				select {
+				case c, ok := <-changes:
+					if !ok || !write(c) {
+						flusher.Flush()
+						return
+					}
+				default:
+					break burst
+				}
+			}
+			flusher.Flush()
+		}
+	}
+}
+
+func writeEvent(w io.Writer, c Change) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	event := string(c.Kind)
+	if event == "" || strings.ContainsAny(event, "\r\n") {
+		event = "change" // a line break would forge fields of the stream
+	}
+	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", c.Seq, event, data)
+	return err
+}

@@ -1,0 +1,363 @@
+package controlapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// APIVersion is the version in every path (/v1/…). An incompatible change
+// gets a new prefix; fields are only ever added within a version.
+const APIVersion = "v1"
+
+// Status is a snapshot of the fleet (GET /v1/status).
+type Status struct {
+	Agents    []Agent    `json:"agents"`
+	Instances []Instance `json:"instances"`
+	Tasks     []Task     `json:"tasks"`
+}
+
+// Agent is one agent of the directory.
+type Agent struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses,omitempty"`
+	// Source is static, tailnet, inbound or restored.
+	Source string `json:"source,omitempty"`
+	// State is the connection machine's state (seed §2), e.g. connected,
+	// unreachable.
+	State    string `json:"state"`
+	Machine  string `json:"machine,omitempty"`
+	User     string `json:"user,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Platform string `json:"platform,omitempty"`
+	Version  string `json:"version,omitempty"`
+	// Addr is the address of the current (or last) connection.
+	Addr        string     `json:"addr,omitempty"`
+	ConnectedAt *time.Time `json:"connectedAt,omitempty"`
+	LostAt      *time.Time `json:"lostAt,omitempty"`
+	LastError   string     `json:"lastError,omitempty"`
+}
+
+// ModelRef names a model: provider and id, optionally a thinking level.
+type ModelRef struct {
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	Thinking string `json:"thinking,omitempty"`
+}
+
+// String is "provider/id".
+func (m ModelRef) String() string { return m.Provider + "/" + m.ID }
+
+// ParseModelRef reads "provider/id" (the id may itself contain slashes).
+func ParseModelRef(s string) (ModelRef, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			if i == 0 || i == len(s)-1 {
+				break
+			}
+			return ModelRef{Provider: s[:i], ID: s[i+1:]}, nil
+		}
+	}
+	return ModelRef{}, &Error{Code: CodeBadRequest, Message: fmt.Sprintf("model %q is not provider/id", s)}
+}
+
+// Instance is one worker instance.
+type Instance struct {
+	ID         string    `json:"id"`
+	Agent      string    `json:"agent"`
+	Cwd        string    `json:"cwd"`
+	State      string    `json:"state"`
+	Bundle     string    `json:"bundle"`
+	BundleHash string    `json:"bundleHash,omitempty"`
+	Model      *ModelRef `json:"model,omitempty"`
+	// Degraded: the worker runs a cached bundle because the registry was
+	// unavailable at spawn.
+	Degraded bool   `json:"degraded,omitempty"`
+	TraceID  string `json:"traceId,omitempty"`
+	OpenTask string `json:"openTask,omitempty"`
+	// Activity is what the worker did last (a tool name, writing, …).
+	Activity   string      `json:"activity,omitempty"`
+	ActivityAt *time.Time  `json:"activityAt,omitempty"`
+	Cost       float64     `json:"cost,omitempty"`
+	EndReason  string      `json:"endReason,omitempty"`
+	PendingUI  []UIRequest `json:"pendingUi,omitempty"`
+	Session    string      `json:"session,omitempty"`
+}
+
+// UIRequest is a worker dialog waiting for an answer (POST
+// /v1/ui/{request}).
+type UIRequest struct {
+	ID         string `json:"id"`
+	InstanceID string `json:"instanceId"`
+	// Kind is confirm, select or input.
+	Kind    string    `json:"kind"`
+	Title   string    `json:"title,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Options []string  `json:"options,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+}
+
+// Task is a tracked task and its review.
+type Task struct {
+	ID         string `json:"id"`
+	InstanceID string `json:"instanceId"`
+	Agent      string `json:"agent,omitempty"`
+	Prompt     string `json:"prompt,omitempty"`
+	TraceID    string `json:"traceId,omitempty"`
+	// State is running, awaiting_review, verifying, accepted, revising,
+	// escalated, aborted, stopped or ended.
+	State      string     `json:"state"`
+	Rejects    int        `json:"rejects"`
+	MaxRejects int        `json:"maxRejects"`
+	Feedback   []Feedback `json:"feedback,omitempty"`
+	LastDone   *TaskDone  `json:"lastDone,omitempty"`
+	Verdict    string     `json:"verdict,omitempty"`
+}
+
+// Feedback is one rejection of a task.
+type Feedback struct {
+	At   time.Time `json:"at,omitzero"`
+	Text string    `json:"text"`
+	By   string    `json:"by,omitempty"`
+}
+
+// TaskDone is the latest end of a task the agent reported.
+type TaskDone struct {
+	Seq float64 `json:"seq"`
+	// Status is settled, budget_exceeded or aborted.
+	Status               string `json:"status"`
+	Summary              string `json:"summary,omitempty"`
+	LastAssistantMessage string `json:"lastAssistantMessage,omitempty"`
+}
+
+// SpawnRequest is the body of POST /v1/instances.
+type SpawnRequest struct {
+	Agent  string `json:"agent"`
+	Cwd    string `json:"cwd"`
+	Bundle string `json:"bundle"`
+	// PinnedHash makes the agent refuse any other version of the bundle.
+	PinnedHash string `json:"pinnedHash,omitempty"`
+	// Model overrides the bundle's model policy.
+	Model *ModelRef `json:"model,omitempty"`
+	// FromSession starts the worker from a copy of a session.
+	FromSession string            `json:"fromSession,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	TraceID     string            `json:"traceId,omitempty"`
+}
+
+func (r SpawnRequest) validate() error {
+	switch {
+	case r.Agent == "":
+		return badRequest("spawn needs an agent")
+	case r.Cwd == "":
+		return badRequest("spawn needs a cwd")
+	case r.Bundle == "":
+		return badRequest("spawn needs a bundle")
+	}
+	return nil
+}
+
+// SpawnProgress is one provisioning step of a spawn.
+type SpawnProgress struct {
+	// Phase is accepted, provisioning, degraded or starting.
+	Phase        string `json:"phase"`
+	Bundle       string `json:"bundle,omitempty"`
+	BundleHash   string `json:"bundleHash,omitempty"`
+	Message      string `json:"message,omitempty"`
+	FilesTotal   int64  `json:"filesTotal,omitempty"`
+	FilesFetched int64  `json:"filesFetched,omitempty"`
+	FilesReused  int64  `json:"filesReused,omitempty"`
+	BytesFetched int64  `json:"bytesFetched,omitempty"`
+	BytesReused  int64  `json:"bytesReused,omitempty"`
+}
+
+// SpawnResult is the spawned instance.
+type SpawnResult struct {
+	InstanceID string `json:"instanceId"`
+	TraceID    string `json:"traceId,omitempty"`
+}
+
+// PromptRequest is the body of POST /v1/instances/{id}/prompt.
+type PromptRequest struct {
+	Text string `json:"text"`
+	// Wait: answer only once the run settled, with the final assistant
+	// message.
+	Wait bool `json:"wait,omitempty"`
+	// Task: send it as a tracked task (reviewed with accept/reject).
+	Task bool `json:"task,omitempty"`
+}
+
+// PromptResult answers a prompt.
+type PromptResult struct {
+	// TaskID is set when the prompt was sent as a task.
+	TaskID string `json:"taskId,omitempty"`
+	// Reply is the final assistant message (with Wait).
+	Reply string `json:"reply,omitempty"`
+	// Settled is true when the call waited for the run to settle.
+	Settled bool `json:"settled,omitempty"`
+}
+
+// TextRequest is a body holding one text (steer).
+type TextRequest struct {
+	Text string `json:"text"`
+}
+
+// Output is what the server holds of a worker's output.
+type Output struct {
+	// Tail is the latest worker events, oldest first, verbatim.
+	Tail []json.RawMessage `json:"tail"`
+	// State is the latest get_state answer of pi, verbatim.
+	State         json.RawMessage `json:"state,omitempty"`
+	SnapshotAt    *time.Time      `json:"snapshotAt,omitempty"`
+	LastAssistant string          `json:"lastAssistant,omitempty"`
+}
+
+// Disposition says what happens to a worker after its task is accepted.
+type Disposition string
+
+// Dispositions.
+const (
+	DispositionStop     Disposition = "stop"
+	DispositionKeepIdle Disposition = "keep_idle"
+)
+
+// AcceptRequest is the body of POST /v1/tasks/{id}/accept.
+type AcceptRequest struct {
+	// Disposition defaults to keep_idle.
+	Disposition Disposition `json:"disposition,omitempty"`
+}
+
+// RejectRequest is the body of POST /v1/tasks/{id}/reject.
+type RejectRequest struct {
+	Feedback string `json:"feedback"`
+}
+
+// RejectResult answers a rejection.
+type RejectResult struct {
+	// Escalated: the task exceeded review.maxRejects; a human decides.
+	Escalated bool `json:"escalated"`
+}
+
+// Policy is a trust policy: allow (view and spawn), steer (everything),
+// deny.
+type Policy string
+
+// Policies.
+const (
+	PolicyAllow Policy = "allow"
+	PolicySteer Policy = "steer"
+	PolicyDeny  Policy = "deny"
+)
+
+// Valid reports whether p is one of the three policies.
+func (p Policy) Valid() bool { return p == PolicyAllow || p == PolicySteer || p == PolicyDeny }
+
+// TrustDecision is a stored trust decision for a machine.
+type TrustDecision struct {
+	Machine   string    `json:"machine"`
+	Policy    Policy    `json:"policy"`
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
+}
+
+// TrustSetRequest is the body of PUT /v1/trust/{machine}.
+type TrustSetRequest struct {
+	Policy Policy `json:"policy"`
+}
+
+// RebundleRequest is the body of POST /v1/instances/{id}/rebundle.
+type RebundleRequest struct {
+	Bundle string `json:"bundle"`
+}
+
+// RebundleResult answers a rebundle.
+type RebundleResult struct {
+	Bundle     string `json:"bundle"`
+	BundleHash string `json:"bundleHash,omitempty"`
+}
+
+// ToolsRequest is the body of PUT /v1/instances/{id}/tools and its
+// answer.
+type ToolsRequest struct {
+	Tools []string `json:"tools"`
+}
+
+// UIAnswerRequest is the body of POST /v1/ui/{request}: a JSON string,
+// boolean or null.
+type UIAnswerRequest struct {
+	Value json.RawMessage `json:"value"`
+}
+
+// ChangeKind says what a Change reports.
+type ChangeKind string
+
+// Change kinds. They mirror the fleet's subscription; Dropped is the
+// server's own: the stream lost Count changes because the reader was slow.
+const (
+	ChangeAgentState    ChangeKind = "agent_state"
+	ChangeInstanceState ChangeKind = "instance_state"
+	ChangeTaskState     ChangeKind = "task_state"
+	ChangeEvent         ChangeKind = "event"
+	ChangeTaskDone      ChangeKind = "task_done"
+	ChangeEscalated     ChangeKind = "escalated"
+	ChangeUIRequest     ChangeKind = "ui_request"
+	ChangeSpawnProgress ChangeKind = "spawn_progress"
+	ChangeModelDrift    ChangeKind = "model_drift"
+	ChangeSessions      ChangeKind = "sessions"
+	ChangeDropped       ChangeKind = "dropped"
+)
+
+// Change is one thing that happened in the fleet (GET /v1/watch).
+type Change struct {
+	// Seq numbers the changes of one stream from 1, in order.
+	Seq        uint64     `json:"seq"`
+	Kind       ChangeKind `json:"kind"`
+	At         time.Time  `json:"at,omitzero"`
+	Agent      string     `json:"agent,omitempty"`
+	InstanceID string     `json:"instanceId,omitempty"`
+	TaskID     string     `json:"taskId,omitempty"`
+	// Event is the machine event, the spawn phase, or the worker event's
+	// type.
+	Event string `json:"event,omitempty"`
+	From  string `json:"from,omitempty"`
+	To    string `json:"to,omitempty"`
+	// Message is free text (an error, a drift description).
+	Message string `json:"message,omitempty"`
+	// Data is the kind's payload: the worker event verbatim (event), a
+	// TaskDone (task_done), a UIRequest (ui_request).
+	Data json.RawMessage `json:"data,omitempty"`
+	// Count is the number of lost changes (dropped).
+	Count uint64 `json:"count,omitempty"`
+}
+
+// CheckResult is the outcome of one doctor check.
+type CheckResult string
+
+// Check outcomes.
+const (
+	CheckPass CheckResult = "pass"
+	CheckFail CheckResult = "fail"
+	CheckSkip CheckResult = "skip"
+)
+
+// Check is one line of the doctor's report.
+type Check struct {
+	// Name says what was checked ("tailscale", "agent gpu-1", "registry").
+	Name   string      `json:"name"`
+	Result CheckResult `json:"result"`
+	Detail string      `json:"detail,omitempty"`
+}
+
+// DoctorReport is the server's health report (GET /v1/doctor).
+type DoctorReport struct {
+	Checks []Check `json:"checks"`
+}
+
+// OK reports whether no check failed.
+func (r DoctorReport) OK() bool {
+	for _, c := range r.Checks {
+		if c.Result == CheckFail {
+			return false
+		}
+	}
+	return true
+}
