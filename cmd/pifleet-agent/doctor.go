@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/internal/cli"
 	"example.com/pifleet/transport/identity"
 )
 
@@ -60,7 +61,7 @@ func (d *DoctorCmd) Run(out *Output) error {
 	}
 	if failed > 0 {
 		fmt.Fprintf(out.Out, "%d check(s) failed\n", failed)
-		return exitCode(1)
+		return cli.ExitCode(1)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/internal/cli"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -101,7 +102,7 @@ func TestDoctor(t *testing.T) {
 func TestServeConfig(t *testing.T) {
 	var out, errb bytes.Buffer
 	c := &ServeCmd{Server: "orchestrator", Port: 9788, WhoisStatic: []string{"127.0.0.1=orchestrator"}, StateDir: t.TempDir(), Pi: "pi", FsAccess: "workspace"}
-	cfg, err := c.config(newLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
+	cfg, err := c.config(cli.NewLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestServeConfig(t *testing.T) {
 		t.Errorf("config %+v", cfg)
 	}
 	c.Server = "bad pin"
-	if _, err := c.config(newLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {
+	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {
 		t.Error("a pin with a space was accepted")
 	}
 	if _, err := parseModelFlag("faux/faux-1:high"); err != nil {
