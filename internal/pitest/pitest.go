@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,9 +111,20 @@ func ScriptedWorker(t testing.TB) string {
 	}
 	root := RepoRoot(t)
 	src := filepath.Join(root, "examples", "scriptedworker")
-	files, err := filepath.Glob(filepath.Join(src, "*.go"))
+	// Hash every Go source under the worker's directory (its main and the
+	// scripted package it wraps), so a change anywhere rebuilds it.
+	var files []string
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
 	if err != nil || len(files) == 0 {
-		t.Fatalf("pitest: no scripted worker sources in %s", src)
+		t.Fatalf("pitest: no scripted worker sources in %s (%v)", src, err)
 	}
 	sort.Strings(files)
 	h := sha256.New()
@@ -122,7 +134,8 @@ func ScriptedWorker(t testing.TB) string {
 		if err != nil {
 			t.Fatalf("pitest: %v", err)
 		}
-		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
+		rel, _ := filepath.Rel(src, f)
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(b))
 		h.Write(b)
 	}
 	dir := filepath.Join(os.TempDir(), "pifleet-test-bin")

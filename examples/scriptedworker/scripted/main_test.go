@@ -1,4 +1,4 @@
-package main
+package scripted
 
 import (
 	"bytes"
@@ -45,12 +45,12 @@ func TestParseFlags(t *testing.T) {
 
 func TestStartupFailures(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"--mode", "text"}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 1 {
+	if code := Main([]string{"--mode", "text"}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 1 {
 		t.Errorf("--mode text: exit %d", code)
 	}
 	stderr.Reset()
 	var stdout bytes.Buffer
-	code := run([]string{"--mode", "rpc", "-e", filepath.Join(t.TempDir(), "missing.ts")}, strings.NewReader(""), &stdout, &stderr)
+	code := Main([]string{"--mode", "rpc", "-e", filepath.Join(t.TempDir(), "missing.ts")}, strings.NewReader(""), &stdout, &stderr)
 	if code != 1 || !strings.HasPrefix(stderr.String(), "Error: Failed to load extension") || stdout.Len() != 0 {
 		t.Errorf("missing extension: exit %d, stderr %q, stdout %q", code, stderr.String(), stdout.String())
 	}
