@@ -1,25 +1,33 @@
 // Command pifleet-server is the orchestrator side of pifleet: it publishes
-// bundles into a registry directory and (in later versions) serves them and
-// drives agents.
+// bundles into a registry directory, serves them, drives agents through the
+// fleet SDK, and offers a local control API (package fleet/controlapi) that
+// its own client commands use.
 //
 //	pifleet-server bundle publish --registry DIR --name NAME SRC
 //	pifleet-server bundle list --registry DIR
 //	pifleet-server bundle show --registry DIR NAME
+//	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR]
+//	pifleet-server status | tasks | watch | doctor                  [--json]
+//	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME
+//	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
+//	pifleet-server steer|abort|stop|output INSTANCE …
+//	pifleet-server accept TASK [--disposition stop|keep_idle]
+//	pifleet-server reject TASK FEEDBACK
+//	pifleet-server trust list | trust set MACHINE allow|steer|deny
+//	pifleet-server rebundle INSTANCE BUNDLE | tools INSTANCE a,b | model INSTANCE provider/id
+//	pifleet-server ui answer REQUEST VALUE
 //
-// Every flag can also be set with a PIFLEET_* environment variable; see
-// --help.
+// The client commands find the server with --api (PIFLEET_API; default the
+// unix socket of the default state directory). Every flag can also be set
+// with a PIFLEET_* environment variable; see --help.
 package main
 
 import (
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"time"
 
+	"example.com/pifleet/internal/cli"
 	"github.com/alecthomas/kong"
-	"github.com/mattn/go-isatty"
-	"github.com/rs/zerolog"
 )
 
 // CLI is the whole command line. A command is a field: adding one is adding
@@ -28,61 +36,43 @@ type CLI struct {
 	Globals
 
 	Bundle BundleCmd `cmd:"" help:"Publish and inspect bundles in a registry directory."`
+	Serve  ServeCmd  `cmd:"" help:"Run the fleet, the bundle registry and the control API."`
+
+	Status   StatusCmd   `cmd:"" group:"Client" help:"Show agents, instances and tasks."`
+	Spawn    SpawnCmd    `cmd:"" group:"Client" help:"Spawn a worker; prints its instance id."`
+	Prompt   PromptCmd   `cmd:"" group:"Client" help:"Send a prompt (or, with --task, a tracked task) to an instance."`
+	Steer    SteerCmd    `cmd:"" group:"Client" help:"Queue a message after the worker's current turn."`
+	Abort    AbortCmd    `cmd:"" group:"Client" help:"Interrupt an instance's run."`
+	Stop     StopCmd     `cmd:"" group:"Client" help:"Stop an instance's worker."`
+	Output   OutputCmd   `cmd:"" group:"Client" help:"Show an instance's latest events and last message."`
+	Tasks    TasksCmd    `cmd:"" group:"Client" help:"List the tracked tasks."`
+	Accept   AcceptCmd   `cmd:"" group:"Client" help:"Accept a task that awaits review."`
+	Reject   RejectCmd   `cmd:"" group:"Client" help:"Send a task back with feedback."`
+	Trust    TrustCmd    `cmd:"" group:"Client" help:"List or set machines' trust policies."`
+	Watch    WatchCmd    `cmd:"" group:"Client" help:"Print state changes as they happen."`
+	Rebundle RebundleCmd `cmd:"" group:"Client" help:"Switch a running instance to another bundle."`
+	Tools    ToolsCmd    `cmd:"" group:"Client" help:"Set an instance's active tools."`
+	Model    ModelCmd    `cmd:"" group:"Client" help:"Switch an instance's model."`
+	UI       UICmd       `cmd:"" name:"ui" group:"Client" help:"Answer worker dialogs."`
+	Doctor   DoctorCmd   `cmd:"" group:"Client" help:"Check tailscale, every agent and the registry; non-zero exit on failure."`
 }
 
-// Globals are the flags every command takes.
-type Globals struct {
-	LogLevel  string `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"PIFLEET_LOG_LEVEL"`
-	LogFormat string `help:"Log format: console, json, or auto (console on a terminal)." default:"auto" enum:"auto,console,json" env:"PIFLEET_LOG_FORMAT"`
-}
-
-// Output is where commands write their results (standard output) and
-// diagnostics (standard error); tests replace both.
-type Output struct {
-	Out io.Writer
-	Err io.Writer
-}
+// Globals and Output are the shared CLI plumbing (internal/cli).
+type (
+	Globals = cli.Globals
+	Output  = cli.Output
+)
 
 func main() {
-	os.Exit(run(os.Args[1:], &Output{Out: os.Stdout, Err: os.Stderr}))
+	os.Exit(run(os.Args[1:], cli.Std()))
 }
 
-// exitRequest carries kong's exit code (after --help, or a parse error)
-// out of the parser without ending the process, so run can be tested.
-type exitRequest int
-
 // run parses args, runs the chosen command and returns the exit status.
-func run(args []string, out *Output) (status int) {
-	var cli CLI
-	parser, err := kong.New(&cli,
-		kong.Name("pifleet-server"),
-		kong.Description("Orchestrate fleets of pi coding-agent workers."),
-		kong.UsageOnError(),
-		kong.Writers(out.Out, out.Err),
-		kong.Exit(func(code int) { panic(exitRequest(code)) }),
+func run(args []string, out *Output) int {
+	var c CLI
+	return cli.Run("pifleet-server", "Orchestrate fleets of pi coding-agent workers.", &c, &c.Globals, args, out,
 		kong.Vars{"default_registry": defaultRegistry()},
-	)
-	if err != nil {
-		fmt.Fprintln(out.Err, "pifleet-server:", err)
-		return 2
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			code, ok := r.(exitRequest)
-			if !ok {
-				panic(r)
-			}
-			status = int(code)
-		}
-	}()
-	ctx, err := parser.Parse(args)
-	parser.FatalIfErrorf(err)
-	log := newLogger(cli.Globals, out.Err)
-	if err := ctx.Run(&cli.Globals, log, out); err != nil {
-		parser.Errorf("%s", err)
-		return 1
-	}
-	return 0
+		kong.Vars(apiVars(defaultStateDir())))
 }
 
 // defaultRegistry is the registry root of the TypeScript server, so both
@@ -93,23 +83,4 @@ func defaultRegistry() string {
 		return filepath.Join(".pi", "agent", "fleet", "bundles")
 	}
 	return filepath.Join(home, ".pi", "agent", "fleet", "bundles")
-}
-
-// newLogger writes human-readable lines to a terminal and JSON otherwise.
-func newLogger(g Globals, w io.Writer) zerolog.Logger {
-	level, err := zerolog.ParseLevel(g.LogLevel)
-	if err != nil {
-		level = zerolog.InfoLevel
-	}
-	format := g.LogFormat
-	if format == "auto" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
-			format = "console"
-		}
-	}
-	if format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
-	}
-	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }

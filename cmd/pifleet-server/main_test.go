@@ -11,8 +11,8 @@ import (
 	"example.com/pifleet/bundle/registry"
 )
 
-// cli runs the command line in-process and returns status, stdout, stderr.
-func cli(t *testing.T, args ...string) (int, string, string) {
+// runCLI runs the command line in-process and returns status, stdout, stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	status := run(args, &Output{Out: &out, Err: &errOut})
@@ -40,7 +40,7 @@ func TestBundlePublishListShow(t *testing.T) {
 		"README.md": "hello\n", "skills/greet/SKILL.md": "# greet\n",
 		"bundle.json": `{"skills":["skills"],"tools":{"active":["read","grep"]}}`,
 	})
-	status, out, errOut := cli(t, "bundle", "publish", "--registry", reg, "--name", "default", "--quiet", src)
+	status, out, errOut := runCLI(t, "bundle", "publish", "--registry", reg, "--name", "default", "--quiet", src)
 	if status != 0 {
 		t.Fatalf("publish: status %d, stderr %s", status, errOut)
 	}
@@ -55,22 +55,22 @@ func TestBundlePublishListShow(t *testing.T) {
 		t.Errorf("registry layout: %v", err)
 	}
 
-	status, out, _ = cli(t, "bundle", "publish", "--registry", reg, "--name", "default", src)
+	status, out, _ = runCLI(t, "bundle", "publish", "--registry", reg, "--name", "default", src)
 	if status != 0 || !strings.Contains(out, "bundleHash "+m.BundleHash) || !strings.Contains(out, "2 files") {
 		t.Errorf("publish: %d %q", status, out)
 	}
 
-	status, out, _ = cli(t, "bundle", "list", "--registry", reg)
+	status, out, _ = runCLI(t, "bundle", "list", "--registry", reg)
 	if status != 0 || !strings.Contains(out, "default") || !strings.Contains(out, m.BundleHash) {
 		t.Errorf("list: %d %q", status, out)
 	}
-	status, out, _ = cli(t, "bundle", "list", "--registry", reg, "--json")
+	status, out, _ = runCLI(t, "bundle", "list", "--registry", reg, "--json")
 	var list []map[string]any
 	if err := json.Unmarshal([]byte(out), &list); status != 0 || err != nil || len(list) != 1 || list[0]["bundleHash"] != m.BundleHash {
 		t.Errorf("list --json: %d %q %v", status, out, err)
 	}
 
-	status, out, _ = cli(t, "bundle", "show", "--registry", reg, "default")
+	status, out, _ = runCLI(t, "bundle", "show", "--registry", reg, "default")
 	for _, want := range []string{"bundleHash  " + m.BundleHash, "skills", "[read grep]", "skills/greet/SKILL.md"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
@@ -79,7 +79,7 @@ func TestBundlePublishListShow(t *testing.T) {
 	if status != 0 {
 		t.Errorf("show: status %d", status)
 	}
-	status, out, _ = cli(t, "bundle", "show", "--registry", reg, "--json", "default")
+	status, out, _ = runCLI(t, "bundle", "show", "--registry", reg, "--json", "default")
 	onDisk, _ := os.ReadFile(filepath.Join(reg, "default", "manifest.json"))
 	if status != 0 || out != string(onDisk) {
 		t.Errorf("show --json: %d\n%s\nwant\n%s", status, out, onDisk)
@@ -90,7 +90,7 @@ func TestBundleRegistryFromEnvironment(t *testing.T) {
 	reg := t.TempDir()
 	t.Setenv("PIFLEET_REGISTRY", reg)
 	t.Setenv("PIFLEET_BUNDLE_NAME", "envname")
-	if status, _, errOut := cli(t, "bundle", "publish", "-q", source(t, map[string]string{"a": "1"})); status != 0 {
+	if status, _, errOut := runCLI(t, "bundle", "publish", "-q", source(t, map[string]string{"a": "1"})); status != 0 {
 		t.Fatalf("publish: %d %s", status, errOut)
 	}
 	if _, err := registry.Show(reg, "envname"); err != nil {
@@ -112,7 +112,7 @@ func TestBundleErrors(t *testing.T) {
 		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", filepath.Join(reg, "missing")}, "missing"},
 		{[]string{"bundle", "teleport"}, "unexpected argument"},
 	} {
-		status, _, errOut := cli(t, tc.args...)
+		status, _, errOut := runCLI(t, tc.args...)
 		if status == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: status %d, stderr %q; want a failure mentioning %q", tc.args, status, errOut, tc.want)
 		}
@@ -120,7 +120,7 @@ func TestBundleErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	status, out, _ := cli(t, "bundle", "publish", "--help")
+	status, out, _ := runCLI(t, "bundle", "publish", "--help")
 	if status != 0 || !strings.Contains(out, "PIFLEET_REGISTRY") || !strings.Contains(out, "--quiet") {
 		t.Errorf("help: %d %q", status, out)
 	}

@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+// fleetBackend is the control API over a running fleet: the adapter from
+// the fleet SDK's types and errors to the API's.
+type fleetBackend struct {
+	f *fleet.Fleet
+	// doctor runs the server's health checks.
+	doctor func(ctx context.Context, st fleet.Status) []controlapi.Check
+	// watchBuffer is each watch's subscription buffer.
+	watchBuffer int
+}
+
+var _ controlapi.Backend = (*fleetBackend)(nil)
+
+// apiError maps the fleet's errors to the API's codes; the original text
+// is kept as the message.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := controlapi.CodeInternal
+	var detail string
+	var spawnErr *fleet.SpawnError
+	var rebundleErr *fleet.RebundleError
+	var platformErr *bundle.PlatformError
+	switch {
+	case errors.As(err, &spawnErr):
+		code, detail = controlapi.CodeSpawnError, spawnErr.Code
+	case errors.As(err, &platformErr):
+		// Checked before any frame is sent; the agent would have said
+		// the same.
+		code, detail = controlapi.CodeSpawnError, "platform_mismatch"
+	case errors.As(err, &rebundleErr):
+		code, detail = controlapi.CodeRebundleFailed, rebundleErr.Code
+	case errors.Is(err, fleet.ErrUnknownInstance):
+		code = controlapi.CodeUnknownInstance
+	case errors.Is(err, fleet.ErrUnknownTask):
+		code = controlapi.CodeUnknownTask
+	case errors.Is(err, fleet.ErrUnknownAgent):
+		code = controlapi.CodeUnknownAgent
+	case errors.Is(err, fleet.ErrUnknownUIRequest):
+		code = controlapi.CodeUnknownUIRequest
+	case errors.Is(err, bundle.CodeNotFound):
+		code = controlapi.CodeUnknownBundle
+	case errors.Is(err, trust.ErrPolicyRefused), errors.Is(err, trust.ErrRefused):
+		code = controlapi.CodePolicyRefused
+	case errors.Is(err, fleet.ErrInvalidState), errors.Is(err, fleet.ErrInstanceEnded):
+		code = controlapi.CodeInvalidState
+	case errors.Is(err, fleet.ErrNotConnected):
+		code = controlapi.CodeNotConnected
+	case errors.Is(err, fleet.ErrNotSupported):
+		code = controlapi.CodeNotSupported
+	case errors.Is(err, fleet.ErrClosed):
+		code = controlapi.CodeUnavailable
+	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy):
+		code = controlapi.CodeBadRequest
+	}
+	return &controlapi.Error{Code: code, Message: err.Error(), Detail: detail}
+}
+
+func (b *fleetBackend) instance(id string) (*fleet.Instance, error) {
+	in, err := b.f.Instance(id)
+	return in, apiError(err)
+}
+
+func (b *fleetBackend) task(id string) (*fleet.Task, error) {
+	t, err := b.f.Task(id)
+	return t, apiError(err)
+}
+
+// Status converts the fleet's snapshot.
+func (b *fleetBackend) Status(ctx context.Context) (controlapi.Status, error) {
+	return statusOf(b.f.Status(ctx)), nil
+}
+
+func statusOf(st fleet.Status) controlapi.Status {
+	out := controlapi.Status{Agents: []controlapi.Agent{}, Instances: []controlapi.Instance{}, Tasks: []controlapi.Task{}}
+	for _, a := range st.Agents {
+		out.Agents = append(out.Agents, controlapi.Agent{Name: a.Name, Addresses: a.Addresses, Source: a.Source,
+			State: string(a.State), Machine: a.Machine, User: a.User, Policy: string(a.Policy), Platform: a.Platform,
+			Version: a.Version, Addr: a.Addr, ConnectedAt: timePtr(a.ConnectedAt), LostAt: timePtr(a.LostAt), LastError: a.LastError})
+	}
+	for _, in := range st.Instances {
+		ci := controlapi.Instance{ID: in.InstanceID, Agent: in.Agent, Cwd: in.Cwd, State: string(in.State), Bundle: in.Bundle,
+			BundleHash: in.BundleHash, Degraded: in.Degraded, TraceID: in.TraceID, OpenTask: in.OpenTask, Activity: in.Activity,
+			ActivityAt: timePtr(in.ActivityAt), Cost: in.Cost, EndReason: in.EndReason, Session: in.SessionRef}
+		if in.Model != nil {
+			ci.Model = &controlapi.ModelRef{Provider: in.Model.Provider, ID: in.Model.ID, Thinking: in.Model.Thinking}
+		}
+		for _, u := range in.PendingUI {
+			ci.PendingUI = append(ci.PendingUI, uiOf(u))
+		}
+		out.Instances = append(out.Instances, ci)
+	}
+	for _, t := range st.Tasks {
+		out.Tasks = append(out.Tasks, taskOf(t))
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func uiOf(u fleet.UIRequest) controlapi.UIRequest {
+	return controlapi.UIRequest{ID: u.RequestID, InstanceID: u.InstanceID, Kind: u.Kind, Title: u.Title, Message: u.Message, Options: u.Options, At: u.At}
+}
+
+func taskOf(t fleet.TaskInfo) controlapi.Task {
+	ct := controlapi.Task{ID: t.TaskID, InstanceID: t.InstanceID, Agent: t.Agent, Prompt: t.Prompt, TraceID: t.TraceID,
+		State: t.State, Rejects: t.Rejects, MaxRejects: t.MaxRejects, Verdict: t.Verdict}
+	for _, fb := range t.Feedback {
+		ct.Feedback = append(ct.Feedback, controlapi.Feedback{At: fb.At, Text: fb.Text, By: fb.By})
+	}
+	if d := t.LastDone; d != nil {
+		ct.LastDone = &controlapi.TaskDone{Seq: d.Seq, Status: d.Status, Summary: d.Summary, LastAssistantMessage: d.LastAssistantMessage}
+	}
+	return ct
+}
+
+// progressBuffer is how many spawn steps wait for a slow client before
+// the oldest are skipped.
+const progressBuffer = 64
+
+// Spawn spawns and forwards the agent's progress. The fleet calls
+// OnProgress on the agent's frame goroutine, which must never wait for an
+// HTTP client: steps go through a buffer, and when it is full a step is
+// skipped (each step carries cumulative counts, so the next one makes up
+// for it).
+func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	steps := make(chan controlapi.SpawnProgress, progressBuffer)
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for p := range steps {
+			progress(p)
+		}
+	}()
+	var closeOnce sync.Once
+	finish := func() { closeOnce.Do(func() { close(steps) }); <-forwarded }
+	defer finish()
+	var mu sync.Mutex // OnProgress must not send after finish closed steps
+	done := false
+	opts := fleet.SpawnOptions{PinnedHash: req.PinnedHash, FromSession: req.FromSession, Env: req.Env, TraceID: req.TraceID,
+		OnProgress: func(p fleet.SpawnProgress) {
+			mu.Lock()
+			defer mu.Unlock()
+			if done {
+				return
+			}
+			select {
+			case steps <- controlapi.SpawnProgress{Phase: p.Phase, Bundle: p.Bundle, BundleHash: p.BundleHash, Message: p.Message,
+				FilesTotal: p.FilesTotal, FilesFetched: p.FilesFetched, FilesReused: p.FilesReused,
+				BytesFetched: p.BytesFetched, BytesReused: p.BytesReused}:
+			default:
+			}
+		}}
+	if m := req.Model; m != nil {
+		opts.Model = &transport.ModelRef{Provider: m.Provider, ID: m.ID, Thinking: m.Thinking}
+	}
+	// A client that goes away does not abandon the spawn halfway: the
+	// worker the agent starts is tracked like any other (the fleet bounds
+	// the wait with its SpawnTimeout).
+	in, err := b.f.Spawn(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	finish() // every step is forwarded before the answer
+	if err != nil {
+		return controlapi.SpawnResult{}, apiError(err)
+	}
+	res := controlapi.SpawnResult{InstanceID: in.ID()}
+	for _, is := range b.f.Status(ctx).Instances {
+		if is.InstanceID == in.ID() {
+			res.TraceID = is.TraceID
+		}
+	}
+	return res, nil
+}
+
+// Prompt sends a prompt or a task, and waits when asked.
+func (b *fleetBackend) Prompt(ctx context.Context, id string, req controlapi.PromptRequest) (controlapi.PromptResult, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return controlapi.PromptResult{}, err
+	}
+	switch {
+	case req.Task:
+		t, err := in.Submit(ctx, req.Text, fleet.PromptOptions{})
+		if err != nil {
+			return controlapi.PromptResult{}, apiError(err)
+		}
+		res := controlapi.PromptResult{TaskID: t.ID()}
+		if !req.Wait {
+			return res, nil
+		}
+		select {
+		case <-t.Done():
+		case <-in.Ended():
+			return res, &controlapi.Error{Code: controlapi.CodeInvalidState,
+				Message: fmt.Sprintf("instance %s ended before task %s finished", id, t.ID())}
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		res.Settled = true
+		if d := t.Info().LastDone; d != nil {
+			res.Reply = d.LastAssistantMessage
+		}
+		return res, nil
+	case req.Wait:
+		reply, err := in.Prompt(ctx, req.Text, fleet.PromptOptions{})
+		return controlapi.PromptResult{Reply: reply, Settled: err == nil}, apiError(err)
+	default:
+		_, err := in.PromptAsync(ctx, req.Text, fleet.PromptOptions{})
+		return controlapi.PromptResult{}, apiError(err)
+	}
+}
+
+// Steer steers.
+func (b *fleetBackend) Steer(ctx context.Context, id, text string) error {
+	in, err := b.instance(id)
+	if err != nil {
+		return err
+	}
+	return apiError(in.Steer(ctx, text))
+}
+
+// Abort aborts.
+func (b *fleetBackend) Abort(ctx context.Context, id string) error {
+	in, err := b.instance(id)
+	if err != nil {
+		return err
+	}
+	return apiError(in.Abort(ctx))
+}
+
+// Stop stops.
+func (b *fleetBackend) Stop(ctx context.Context, id string) error {
+	in, err := b.instance(id)
+	if err != nil {
+		return err
+	}
+	return apiError(in.Stop(context.WithoutCancel(ctx))) // bounded by the fleet's request timeout
+}
+
+// Output converts the instance's output.
+func (b *fleetBackend) Output(ctx context.Context, id string) (controlapi.Output, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return controlapi.Output{}, err
+	}
+	o, err := in.Output(ctx)
+	if err != nil {
+		return controlapi.Output{}, apiError(err)
+	}
+	out := controlapi.Output{Tail: o.Tail, SnapshotAt: timePtr(o.SnapshotAt), LastAssistant: o.LastAssistant}
+	if o.State != nil {
+		if raw, err := json.Marshal(o.State); err == nil {
+			out.State = raw
+		}
+	}
+	return out, nil
+}
+
+// Tasks lists the tasks.
+func (b *fleetBackend) Tasks(context.Context) ([]controlapi.Task, error) {
+	ts := b.f.Tasks()
+	out := make([]controlapi.Task, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, taskOf(t))
+	}
+	return out, nil
+}
+
+// Accept accepts; an escalated task is decided as a human's verdict, since
+// the CLI is the human's path (seed §7).
+func (b *fleetBackend) Accept(ctx context.Context, id string, d controlapi.Disposition) error {
+	t, err := b.task(id)
+	if err != nil {
+		return err
+	}
+	disp := transport.Disposition(d)
+	if t.Info().State == string(fleet.StateEscalated) {
+		return apiError(t.Decide(context.WithoutCancel(ctx), fleet.Verdict{Accept: true, Disposition: disp}))
+	}
+	// With disposition stop, Accept waits for the worker to stop; a client
+	// that goes away must not leave the verdict half carried out.
+	return apiError(t.Accept(context.WithoutCancel(ctx), disp))
+}
+
+// Reject rejects; on an escalated task it is the human's verdict.
+func (b *fleetBackend) Reject(ctx context.Context, id, feedback string) (controlapi.RejectResult, error) {
+	t, err := b.task(id)
+	if err != nil {
+		return controlapi.RejectResult{}, err
+	}
+	if t.Info().State == string(fleet.StateEscalated) {
+		return controlapi.RejectResult{}, apiError(t.Decide(ctx, fleet.Verdict{Feedback: feedback}))
+	}
+	escalated, err := t.Reject(ctx, feedback)
+	return controlapi.RejectResult{Escalated: escalated}, apiError(err)
+}
+
+// TrustList lists the trust store.
+func (b *fleetBackend) TrustList(context.Context) ([]controlapi.TrustDecision, error) {
+	ds, err := b.f.Trust().List()
+	if err != nil {
+		return nil, apiError(err)
+	}
+	out := make([]controlapi.TrustDecision, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, controlapi.TrustDecision{Machine: d.Machine, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt})
+	}
+	return out, nil
+}
+
+// TrustSet records a decision and has every refused agent dialled again
+// (a refused agent's machine is not always known by name), so that a
+// machine allowed after a refusal connects now; one still denied is
+// refused again.
+func (b *fleetBackend) TrustSet(ctx context.Context, machine string, p controlapi.Policy) (controlapi.TrustDecision, error) {
+	pol, err := trust.ParsePolicy(string(p))
+	if err != nil {
+		return controlapi.TrustDecision{}, apiError(err)
+	}
+	d, err := b.f.Trust().Set(machine, pol)
+	if err != nil {
+		return controlapi.TrustDecision{}, apiError(err)
+	}
+	for _, a := range b.f.Status(ctx).Agents {
+		if a.State == transport.StateRejected {
+			_ = b.f.Retry(a.Name)
+		}
+	}
+	return controlapi.TrustDecision{Machine: d.Machine, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt}, nil
+}
+
+// Watch subscribes to the fleet; the changes a slow reader lost are
+// reported as one dropped change before the next one.
+func (b *fleetBackend) Watch(ctx context.Context) (<-chan controlapi.Change, error) {
+	sub := b.f.Subscribe(b.watchBuffer)
+	out := make(chan controlapi.Change)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		var reported uint64
+		send := func(c controlapi.Change) bool {
+			select {
+			case out <- c:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c, ok := <-sub.C:
+				if !ok {
+					return
+				}
+				if lost := sub.Dropped(); lost > reported {
+					if !send(controlapi.Change{Kind: controlapi.ChangeDropped, At: c.At, Count: lost - reported}) {
+						return
+					}
+					reported = lost
+				}
+				if !send(changeOf(c)) {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func changeOf(c fleet.Change) controlapi.Change {
+	out := controlapi.Change{Kind: controlapi.ChangeKind(c.Kind), At: c.At, Agent: c.Agent, InstanceID: c.InstanceID,
+		TaskID: c.TaskID, Event: c.Event, From: c.From, To: c.To, Message: c.Message}
+	var data any
+	switch {
+	case c.WorkerEvent != nil:
+		out.Data = c.WorkerEvent.Raw
+	case c.Report != nil:
+		data = controlapi.TaskDone{Seq: c.Report.Seq, Status: c.Report.Status, Summary: c.Report.Summary, LastAssistantMessage: c.Report.LastAssistantMessage}
+	case c.UI != nil:
+		data = uiOf(*c.UI)
+	}
+	if data != nil {
+		out.Data, _ = json.Marshal(data)
+	}
+	return out
+}
+
+// Rebundle switches the bundle and reports what the instance runs now.
+func (b *fleetBackend) Rebundle(ctx context.Context, id, name string) (controlapi.RebundleResult, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return controlapi.RebundleResult{}, err
+	}
+	if err := in.Rebundle(context.WithoutCancel(ctx), name); err != nil { // bounded by the fleet's SpawnTimeout
+		return controlapi.RebundleResult{}, apiError(err)
+	}
+	res := controlapi.RebundleResult{Bundle: name}
+	for _, is := range b.f.Status(ctx).Instances {
+		if is.InstanceID == id {
+			res.Bundle, res.BundleHash = is.Bundle, is.BundleHash
+		}
+	}
+	return res, nil
+}
+
+// SetTools sets the tools.
+func (b *fleetBackend) SetTools(ctx context.Context, id string, tools []string) ([]string, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return nil, err
+	}
+	active, err := in.SetTools(ctx, tools)
+	return active, apiError(err)
+}
+
+// SetModel switches the model.
+func (b *fleetBackend) SetModel(ctx context.Context, id string, m controlapi.ModelRef) error {
+	in, err := b.instance(id)
+	if err != nil {
+		return err
+	}
+	return apiError(in.SetModel(ctx, m.Provider, m.ID))
+}
+
+// UIAnswer finds the instance whose dialog it is and answers it.
+func (b *fleetBackend) UIAnswer(ctx context.Context, requestID string, value json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(value, &v); err != nil {
+		return &controlapi.Error{Code: controlapi.CodeBadRequest, Message: err.Error()}
+	}
+	for _, in := range b.f.Status(ctx).Instances {
+		for _, u := range in.PendingUI {
+			if u.RequestID == requestID {
+				return apiError(b.f.AnswerUI(ctx, in.InstanceID, requestID, v))
+			}
+		}
+	}
+	return &controlapi.Error{Code: controlapi.CodeUnknownUIRequest, Message: fmt.Sprintf("no pending worker dialog %q", requestID)}
+}
+
+// Doctor runs the server's checks.
+func (b *fleetBackend) Doctor(ctx context.Context) (controlapi.DoctorReport, error) {
+	return controlapi.DoctorReport{Checks: b.doctor(ctx, b.f.Status(ctx))}, nil
+}

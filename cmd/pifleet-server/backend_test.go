@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+func TestAPIErrorMapping(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   controlapi.Code
+		detail string
+	}{
+		{fmt.Errorf("%w: %q", fleet.ErrUnknownInstance, "i-1"), controlapi.CodeUnknownInstance, ""},
+		{fmt.Errorf("%w: %q", fleet.ErrUnknownTask, "t-1"), controlapi.CodeUnknownTask, ""},
+		{fmt.Errorf("%w: %q", fleet.ErrUnknownAgent, "a"), controlapi.CodeUnknownAgent, ""},
+		{fmt.Errorf("%w: r of i", fleet.ErrUnknownUIRequest), controlapi.CodeUnknownUIRequest, ""},
+		{&fleet.SpawnError{Agent: "a", Bundle: "b", Code: "max_workers", Message: "full"}, controlapi.CodeSpawnError, "max_workers"},
+		{&bundle.PlatformError{Bundle: "b", Platform: "linux-x64", Supported: []string{"darwin-arm64"}}, controlapi.CodeSpawnError, "platform_mismatch"},
+		{&fleet.RebundleError{InstanceID: "i", Bundle: "a", Target: "b", Code: "reload_failed"}, controlapi.CodeRebundleFailed, "reload_failed"},
+		{&fleet.StateError{Kind: "instance", ID: "i", State: "stopped", Op: "prompt"}, controlapi.CodeInvalidState, ""},
+		{fleet.ErrInstanceEnded, controlapi.CodeInvalidState, ""},
+		{&trust.PolicyError{Policy: trust.Allow, Operation: trust.OpSteer}, controlapi.CodePolicyRefused, ""},
+		{fmt.Errorf("%w: a", fleet.ErrNotConnected), controlapi.CodeNotConnected, ""},
+		{fleet.ErrNotSupported, controlapi.CodeNotSupported, ""},
+		{fleet.ErrClosed, controlapi.CodeUnavailable, ""},
+		{fmt.Errorf("fleet: spawn: %w", &registry.Error{Code: bundle.CodeNotFound, Bundle: "x"}), controlapi.CodeUnknownBundle, ""},
+		{trust.ErrBadPolicy, controlapi.CodeBadRequest, ""},
+		{errors.New("disk full"), controlapi.CodeInternal, ""},
+	} {
+		var e *controlapi.Error
+		if got := apiError(tc.err); !errors.As(got, &e) || e.Code != tc.code || e.Detail != tc.detail || e.Message != tc.err.Error() {
+			t.Errorf("apiError(%v) = %#v; want code %s detail %q and the original text", tc.err, got, tc.code, tc.detail)
+		}
+	}
+	if apiError(nil) != nil {
+		t.Error("apiError(nil) != nil")
+	}
+}
+
+func TestAgentCheck(t *testing.T) {
+	for _, tc := range []struct {
+		a      fleet.AgentStatus
+		result controlapi.CheckResult
+		detail string
+	}{
+		{fleet.AgentStatus{Name: "a", State: transport.StateEstablished, Addr: "1.2.3.4:9788", Machine: "a", Policy: trust.Steer},
+			controlapi.CheckPass, "connected at 1.2.3.4:9788"},
+		{fleet.AgentStatus{Name: "a", State: transport.StateRejected, LastError: "trust: machine is denied"},
+			controlapi.CheckFail, "whois denied: trust: machine is denied"},
+		{fleet.AgentStatus{Name: "a", State: transport.StateLost, Addresses: []string{"h:1", "h:2"}, LastError: "connection refused"},
+			controlapi.CheckFail, "unreachable (lost) at h:1,h:2: connection refused"},
+		{fleet.AgentStatus{Name: "a", State: transport.StateConnecting, Addresses: []string{"h:1"}},
+			controlapi.CheckFail, "unreachable (connecting) at h:1: not connected yet"},
+	} {
+		c := agentCheck(tc.a)
+		if c.Name != "agent a" || c.Result != tc.result || !strings.HasPrefix(c.Detail, tc.detail) {
+			t.Errorf("agentCheck(%s) = %+v; want %s %q…", tc.a.State, c, tc.result, tc.detail)
+		}
+	}
+}
+
+func TestRegistryCheck(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "reg")
+	if c := registryCheck(root); c.Result != controlapi.CheckPass || c.Detail != "no bundle published in "+root+" yet" {
+		t.Errorf("missing registry: %+v", c)
+	}
+	src := source(t, map[string]string{"a.md": "alpha\n", "b/c.md": "gamma\n"})
+	for _, name := range []string{"one", "two"} {
+		if _, err := registry.Publish(root, name, src, registry.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := registryCheck(root); c.Result != controlapi.CheckPass || c.Detail != "2 bundle(s) intact in "+root {
+		t.Errorf("intact registry: %+v", c)
+	}
+	// Same size, other content; and a missing file.
+	if err := os.WriteFile(filepath.Join(root, "two", "files", "a.md"), []byte("ALPHA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "two", "files", "b", "c.md")); err != nil {
+		t.Fatal(err)
+	}
+	c := registryCheck(root)
+	if c.Result != controlapi.CheckFail || c.Detail != "1 of 2 bundle(s) corrupt: bundle two: a.md: content does not match its hash, b/c.md: missing" {
+		t.Errorf("corrupt registry: %+v", c)
+	}
+}
+
+func TestChangeConversion(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := changeOf(fleet.Change{Kind: fleet.ChangeUIRequest, At: at, InstanceID: "i", UI: &fleet.UIRequest{InstanceID: "i", RequestID: "r", Kind: "confirm", Title: "Go?"}})
+	if c.Kind != controlapi.ChangeUIRequest || string(c.Data) != `{"id":"r","instanceId":"i","kind":"confirm","title":"Go?"}` {
+		t.Errorf("ui change: %+v %s", c, c.Data)
+	}
+	c = changeOf(fleet.Change{Kind: fleet.ChangeEvent, WorkerEvent: &fleet.Event{Type: "agent_end", Raw: []byte(`{"type":"agent_end"}`)}})
+	if string(c.Data) != `{"type":"agent_end"}` {
+		t.Errorf("event change: %s", c.Data)
+	}
+	c = changeOf(fleet.Change{Kind: fleet.ChangeTaskDone, TaskID: "t", Report: &fleet.TaskReport{Seq: 2, Status: "settled", Summary: "ok"}})
+	if string(c.Data) != `{"seq":2,"status":"settled","summary":"ok"}` {
+		t.Errorf("task_done change: %s", c.Data)
+	}
+}

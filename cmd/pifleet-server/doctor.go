@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+)
+
+// DoctorCmd is `doctor`: one PASS/FAIL/SKIP line per check, non-zero exit
+// when one failed (AC-5.3).
+type DoctorCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Timeout  time.Duration `help:"Bound of the whole report." default:"30s" env:"PIFLEET_DOCTOR_TIMEOUT"`
+}
+
+// Run asks the server for its report and prints it after the check that
+// the server answers at all.
+func (c *DoctorCmd) Run(out *Output) error {
+	rep := c.report()
+	if c.JSON {
+		if err := printJSON(out.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		for _, ch := range rep.Checks {
+			fmt.Fprintf(out.Out, "%-4s %-18s %s\n", strings.ToUpper(string(ch.Result)), ch.Name, ch.Detail)
+		}
+	}
+	failed := 0
+	for _, ch := range rep.Checks {
+		if ch.Result == controlapi.CheckFail {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checks failed", failed, len(rep.Checks))
+	}
+	if !c.JSON {
+		fmt.Fprintln(out.Out, "all green")
+	}
+	return nil
+}
+
+func (c *DoctorCmd) report() controlapi.DoctorReport {
+	api := controlapi.Check{Name: "control api", Result: controlapi.CheckPass, Detail: "answering at " + c.API}
+	cl, err := c.client()
+	if err != nil {
+		api.Result, api.Detail = controlapi.CheckFail, err.Error()
+		return controlapi.DoctorReport{Checks: []controlapi.Check{api}}
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, c.Timeout)
+	defer cancelT()
+	rep, err := cl.Doctor(ctx)
+	if err != nil {
+		api.Result, api.Detail = controlapi.CheckFail, err.Error()
+		return controlapi.DoctorReport{Checks: []controlapi.Check{api}}
+	}
+	rep.Checks = append([]controlapi.Check{api}, rep.Checks...)
+	return rep
+}
+
+// serverChecks are the checks serve runs for GET /v1/doctor.
+type serverChecks struct {
+	// tailscale is nil when a static identity map is in force.
+	tailscale *identity.Tailscale
+	registry  string
+	timeout   time.Duration
+}
+
+// run returns tailscale, one line per agent, and the registry's integrity.
+func (s serverChecks) run(ctx context.Context, st fleet.Status) []controlapi.Check {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	checks := []controlapi.Check{s.checkTailscale(ctx)}
+	if len(st.Agents) == 0 {
+		checks = append(checks, controlapi.Check{Name: "agents", Result: controlapi.CheckFail,
+			Detail: "no agent in the directory (serve --agent NAME=HOST:PORT, or --tailnet)"})
+	}
+	for _, a := range st.Agents {
+		checks = append(checks, agentCheck(a))
+	}
+	return append(checks, registryCheck(s.registry))
+}
+
+func (s serverChecks) checkTailscale(ctx context.Context) controlapi.Check {
+	c := controlapi.Check{Name: "tailscale"}
+	if s.tailscale == nil {
+		c.Result, c.Detail = controlapi.CheckSkip, "static identity map in force (--whois-static): tailnet identities are not checked"
+		return c
+	}
+	st, err := s.tailscale.Status(ctx)
+	if err == nil && !st.Running() {
+		err = fmt.Errorf("tailscaled is %q, not Running", st.BackendState)
+	}
+	if err != nil {
+		c.Result, c.Detail = controlapi.CheckFail, "tailscale down: "+err.Error()
+		return c
+	}
+	c.Result, c.Detail = controlapi.CheckPass, "running"
+	if ip, err := s.tailscale.IPv4(ctx); err == nil {
+		c.Detail += ", this machine is " + ip.String()
+	}
+	return c
+}
+
+// agentCheck tells apart connected, whois denied (the trust gate refused
+// the machine: it is not dialled again until its policy changes) and
+// unreachable.
+func agentCheck(a fleet.AgentStatus) controlapi.Check {
+	c := controlapi.Check{Name: "agent " + a.Name}
+	switch a.State {
+	case transport.StateEstablished:
+		c.Result = controlapi.CheckPass
+		c.Detail = fmt.Sprintf("connected at %s (machine %s, platform %s, version %s, policy %s)",
+			a.Addr, dash(a.Machine), dash(a.Platform), dash(a.Version), dash(string(a.Policy)))
+	case transport.StateRejected:
+		c.Result = controlapi.CheckFail
+		c.Detail = "whois denied: " + orText(a.LastError, "the machine's identity or trust policy was refused") +
+			" (pifleet-server trust set MACHINE allow|steer lets it in)"
+	default:
+		c.Result = controlapi.CheckFail
+		c.Detail = fmt.Sprintf("unreachable (%s) at %s: %s", a.State, strings.Join(a.Addresses, ","), orText(a.LastError, "not connected yet"))
+	}
+	return c
+}
+
+func orText(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// registryCheck re-hashes every file of every published bundle.
+func registryCheck(root string) controlapi.Check {
+	c := controlapi.Check{Name: "bundle registry"}
+	entries, err := registry.List(root)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		c.Result, c.Detail = controlapi.CheckPass, "no bundle published in "+root+" yet"
+		return c
+	}
+	if err != nil {
+		c.Result, c.Detail = controlapi.CheckFail, err.Error()
+		return c
+	}
+	var bad []string
+	for _, e := range entries {
+		if e.Err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", e.Name, e.Err))
+			continue
+		}
+		m, err := registry.Show(root, e.Name)
+		if err == nil {
+			err = verifyPublished(root, m)
+		}
+		if err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		c.Result = controlapi.CheckFail
+		c.Detail = fmt.Sprintf("%d of %d bundle(s) corrupt: %s", len(bad), len(entries), strings.Join(bad, "; "))
+		return c
+	}
+	c.Result, c.Detail = controlapi.CheckPass, fmt.Sprintf("%d bundle(s) intact in %s", len(entries), root)
+	return c
+}
+
+// verifyPublished checks a published bundle's files against its manifest
+// (<root>/<name>/files/<path>), naming each that is missing, of the wrong
+// size or of the wrong content.
+func verifyPublished(root string, m *bundle.Manifest) error {
+	dir := filepath.Join(root, m.Name, "files")
+	var problems []string
+	for _, f := range m.Files {
+		if err := verifyFile(filepath.Join(dir, filepath.FromSlash(f.Path)), f); err != nil {
+			problems = append(problems, f.Path+": "+err.Error())
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("bundle %s: %s", m.Name, strings.Join(problems, ", "))
+	}
+	return nil
+}
+
+func verifyFile(path string, f bundle.File) error {
+	file, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errors.New("missing")
+		}
+		return err
+	}
+	defer file.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, file)
+	switch {
+	case err != nil:
+		return err
+	case n != f.Bytes:
+		return fmt.Errorf("%d bytes, the manifest says %d", n, f.Bytes)
+	case hex.EncodeToString(h.Sum(nil)) != f.SHA256:
+		return errors.New("content does not match its hash")
+	}
+	return nil
+}

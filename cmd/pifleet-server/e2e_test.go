@@ -1,0 +1,210 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// e2eWait bounds each wait of the end-to-end test so that a broken fleet
+// fails with a message instead of hanging; it never paces the test.
+const e2eWait = 60 * time.Second
+
+// startWorkerAgent runs a real agent whose workers are the scripted
+// worker, behind this test binary as their shim.
+func startWorkerAgent(t *testing.T, reg string) string {
+	t.Helper()
+	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
+	whois, err := identity.ParseStatic("127.0.0.1=box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{
+		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
+		StateDir: socketDir(t), SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
+		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
+		StopGrace: 2 * time.Second, SessionsPoll: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		a.Close()
+	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent: %v", err)
+	}
+	return a.Addr().String()
+}
+
+// until reads the watch stream until ok accepts a change.
+func until(t *testing.T, s *controlapi.Stream, what string, ok func(controlapi.Change) bool) controlapi.Change {
+	t.Helper()
+	for {
+		ch, err := s.Next()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok(ch) {
+			return ch
+		}
+	}
+}
+
+// TestEndToEnd drives a real fleet, a real agent and a scripted worker
+// with the client commands only: spawn with progress, a prompt waited
+// for, a task rejected once and accepted with stop.
+func TestEndToEnd(t *testing.T) {
+	dir := socketDir(t)
+	reg := filepath.Join(dir, "registry")
+	src := source(t, map[string]string{
+		"bundle.json":            `{"skills":["skills/review"],"model":{"primary":{"provider":"faux","id":"faux-1"}}}`,
+		"skills/review/SKILL.md": "---\nname: review\ndescription: review code\n---\nReview.\n",
+	})
+	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
+		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
+	defer cancel()
+	ready := make(chan served, 1)
+	done := make(chan error, 1)
+	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
+	var s served
+	select {
+	case s = <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	api := "--api=" + s.API.String()
+	c, err := controlapi.NewClient(s.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	run := func(args ...string) string {
+		t.Helper()
+		status, out, errOut := runCLI(t, append(args, api)...)
+		if status != 0 {
+			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
+		}
+		return out
+	}
+
+	run("trust", "set", "box", "steer")
+	awaitAgentState(t, c, "box", "established")
+
+	// Spawn: the id on stdout, the provisioning on stderr.
+	status, out, errOut := runCLI(t, "spawn", api, "--agent=box", "--cwd="+dir, "--bundle=default", "--progress=always")
+	if status != 0 {
+		t.Fatalf("spawn: %d %s", status, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if !strings.HasPrefix(errOut, "accepted") || !strings.Contains(errOut, "files fetched") {
+		t.Errorf("spawn progress:\n%s", errOut)
+	}
+
+	if got := run("prompt", "--wait", id, "say: pong"); got != "pong\n" {
+		t.Errorf("prompt --wait printed %q, want the final message", got)
+	}
+
+	w, err := c.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	out = run("prompt", "--task", id, "say: first try")
+	task, ok := strings.CutPrefix(strings.TrimSpace(out), "task ")
+	if !ok {
+		t.Fatalf("prompt --task printed %q", out)
+	}
+	isReview := func(ch controlapi.Change) bool {
+		return ch.Kind == controlapi.ChangeInstanceState && ch.InstanceID == id && ch.To == "awaiting_review"
+	}
+	until(t, w, "the task's first end", isReview)
+	if out := run("reject", task, "say: second try"); !strings.Contains(out, "revising") {
+		t.Errorf("reject: %q", out)
+	}
+	until(t, w, "the revision's end", isReview)
+	var tasks []controlapi.Task
+	if err := json.Unmarshal([]byte(run("tasks", "--json")), &tasks); err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks --json: %v %+v", err, tasks)
+	}
+	if tk := tasks[0]; tk.ID != task || tk.Rejects != 1 || tk.LastDone == nil || tk.LastDone.LastAssistantMessage != "second try" {
+		t.Errorf("task after the revision: %+v (last %+v)", tk, tk.LastDone)
+	}
+	run("accept", "--disposition=stop", task)
+	var st controlapi.Status
+	if err := json.Unmarshal([]byte(run("status", "--json")), &st); err != nil || len(st.Instances) != 1 {
+		t.Fatalf("status --json: %v %+v", err, st)
+	}
+	if in := st.Instances[0]; in.ID != id || in.State != "stopped" {
+		t.Errorf("instance after accept --disposition=stop: %+v", in)
+	}
+	if status, _, errOut := runCLI(t, "prompt", api, id, "say: too late"); status == 0 || !strings.Contains(errOut, "invalid_state") {
+		t.Errorf("prompt to a stopped worker: %d %s", status, errOut)
+	}
+
+	// A second worker: a task waited for, then a dialog answered from the
+	// command line.
+	id2 := strings.TrimSpace(run("spawn", "--agent=box", "--cwd="+dir, "--bundle=default"))
+	out = run("prompt", "--task", "--wait", id2, "say: done at once")
+	if !strings.HasPrefix(out, "task ") || !strings.HasSuffix(out, "\ndone at once\n") {
+		t.Errorf("prompt --task --wait printed %q", out)
+	}
+	task2 := strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "task ")
+	run("accept", task2) // keep_idle
+	run("prompt", id2, "/faux-ui")
+	ui := until(t, w, "the worker's dialog", func(ch controlapi.Change) bool {
+		return ch.Kind == controlapi.ChangeUIRequest && ch.InstanceID == id2
+	})
+	var req controlapi.UIRequest
+	if err := json.Unmarshal(ui.Data, &req); err != nil || req.Kind != "confirm" || req.Title != "faux-ui" {
+		t.Fatalf("ui_request change: %v %s", err, ui.Data)
+	}
+	if err := json.Unmarshal([]byte(run("status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range st.Instances {
+		if in.ID == id2 && (len(in.PendingUI) != 1 || in.PendingUI[0].ID != req.ID) {
+			t.Errorf("status does not list the pending dialog: %+v", in)
+		}
+	}
+	if out := run("ui", "answer", req.ID, "true"); out != "answered "+req.ID+": true\n" {
+		t.Errorf("ui answer printed %q", out)
+	}
+	// Answered once: the dialog is gone.
+	if status, _, errOut := runCLI(t, "ui", "answer", req.ID, "false", api); status == 0 || !strings.Contains(errOut, "unknown_ui_request") {
+		t.Errorf("second answer: %d %s", status, errOut)
+	}
+	run("stop", id2)
+}

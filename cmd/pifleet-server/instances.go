@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"example.com/pifleet/fleet/controlapi"
+)
+
+// SpawnCmd is `spawn`.
+type SpawnCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+
+	Agent       string            `help:"Agent to spawn on (its directory name)." required:"" env:"PIFLEET_SPAWN_AGENT"`
+	Cwd         string            `help:"Working directory of the worker, on the agent's machine." required:"" env:"PIFLEET_SPAWN_CWD"`
+	Bundle      string            `help:"Bundle to provision." required:"" env:"PIFLEET_SPAWN_BUNDLE"`
+	Pin         string            `help:"Refuse any version of the bundle but this bundleHash." env:"PIFLEET_SPAWN_PIN" placeholder:"HASH"`
+	Model       string            `help:"Override the bundle's model: provider/id." env:"PIFLEET_SPAWN_MODEL" placeholder:"PROVIDER/ID"`
+	FromSession string            `help:"Start from a copy of this session (a path, or baseline:NAME)." env:"PIFLEET_SPAWN_FROM_SESSION"`
+	Env         map[string]string `help:"Extra environment of the worker (KEY=VALUE;…)." env:"PIFLEET_SPAWN_ENV" mapsep:";"`
+	Progress    string            `help:"Provisioning progress on stderr: auto (on a terminal), always, never." default:"auto" enum:"auto,always,never" env:"PIFLEET_PROGRESS"`
+}
+
+// Run spawns and prints the instance id.
+func (c *SpawnCmd) Run(out *Output) error {
+	req := controlapi.SpawnRequest{Agent: c.Agent, Cwd: c.Cwd, Bundle: c.Bundle, PinnedHash: c.Pin, FromSession: c.FromSession, Env: c.Env}
+	if c.Model != "" {
+		m, err := controlapi.ParseModelRef(c.Model)
+		if err != nil {
+			return err
+		}
+		req.Model = &m
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	var pr *progressPrinter
+	if c.Progress == "always" || (c.Progress == "auto" && isTerminal(out.Err)) {
+		pr = &progressPrinter{w: out.Err, overwrite: isTerminal(out.Err)}
+	}
+	res, err := cl.Spawn(ctx, req, pr.print)
+	pr.done()
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, res)
+	}
+	_, err = fmt.Fprintln(out.Out, res.InstanceID)
+	return err
+}
+
+// progressPrinter shows spawn progress: one line rewritten in place on a
+// terminal, one line per step otherwise. A nil printer prints nothing.
+type progressPrinter struct {
+	w         io.Writer
+	overwrite bool
+	open      bool
+}
+
+func (p *progressPrinter) print(sp controlapi.SpawnProgress) {
+	if p == nil {
+		return
+	}
+	line := describeProgress(sp)
+	if p.overwrite {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.open = true
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progressPrinter) done() {
+	if p != nil && p.open {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// describeProgress is one readable line for a spawn step.
+func describeProgress(sp controlapi.SpawnProgress) string {
+	var b strings.Builder
+	b.WriteString(sp.Phase)
+	if sp.Bundle != "" {
+		fmt.Fprintf(&b, " %s", sp.Bundle)
+	}
+	if sp.FilesTotal > 0 {
+		fmt.Fprintf(&b, ": %d/%d files fetched (%s)", sp.FilesFetched, sp.FilesTotal, bytesOf(sp.BytesFetched))
+		if sp.FilesReused > 0 {
+			fmt.Fprintf(&b, ", %d reused (%s)", sp.FilesReused, bytesOf(sp.BytesReused))
+		}
+	}
+	if sp.Message != "" {
+		fmt.Fprintf(&b, " — %s", sp.Message)
+	}
+	return b.String()
+}
+
+// bytesOf is a size in B, KiB, MiB or GiB.
+func bytesOf(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 2; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMG"[exp])
+}
+
+// PromptCmd is `prompt`.
+type PromptCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+
+	Wait     bool   `help:"Wait until the worker settled and print its final message." env:"PIFLEET_WAIT"`
+	Task     bool   `help:"Send it as a tracked task (reviewed with accept or reject); prints the task id." env:"PIFLEET_TASK"`
+	Instance string `arg:"" help:"Instance id."`
+	Text     string `arg:"" help:"The prompt; - reads it from standard input."`
+}
+
+// Run sends the prompt.
+func (c *PromptCmd) Run(out *Output) error {
+	text, err := textArg(c.Text)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	res, err := cl.Prompt(ctx, c.Instance, controlapi.PromptRequest{Text: text, Wait: c.Wait, Task: c.Task})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, res)
+	}
+	if res.TaskID != "" {
+		fmt.Fprintf(out.Out, "task %s\n", res.TaskID)
+	}
+	if res.Settled {
+		fmt.Fprintln(out.Out, res.Reply)
+	}
+	return nil
+}
+
+// stdin is where "-" reads a text argument; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// textArg returns s, or standard input when s is "-".
+func textArg(s string) (string, error) {
+	if s != "-" {
+		return s, nil
+	}
+	b, err := io.ReadAll(bufio.NewReader(stdin))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(string(b), "\n"), nil
+}
+
+// SteerCmd is `steer`.
+type SteerCmd struct {
+	APIFlags `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+	Text     string `arg:"" help:"Message delivered after the worker's current turn; - reads standard input."`
+}
+
+// Run steers.
+func (c *SteerCmd) Run(out *Output) error {
+	text, err := textArg(c.Text)
+	if err != nil {
+		return err
+	}
+	return simple(&c.APIFlags, out, "steered "+c.Instance, func(cl *controlapi.Client) error {
+		ctx, cancel := background()
+		defer cancel()
+		return cl.Steer(ctx, c.Instance, text)
+	})
+}
+
+// AbortCmd is `abort`.
+type AbortCmd struct {
+	APIFlags `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+}
+
+// Run aborts.
+func (c *AbortCmd) Run(out *Output) error {
+	return simple(&c.APIFlags, out, "aborted "+c.Instance, func(cl *controlapi.Client) error {
+		ctx, cancel := background()
+		defer cancel()
+		return cl.Abort(ctx, c.Instance)
+	})
+}
+
+// StopCmd is `stop`.
+type StopCmd struct {
+	APIFlags `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+}
+
+// Run stops.
+func (c *StopCmd) Run(out *Output) error {
+	return simple(&c.APIFlags, out, "stopped "+c.Instance, func(cl *controlapi.Client) error {
+		ctx, cancel := background()
+		defer cancel()
+		return cl.Stop(ctx, c.Instance)
+	})
+}
+
+// simple runs a call that answers nothing and confirms it in one line.
+func simple(f *APIFlags, out *Output, done string, call func(*controlapi.Client) error) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := call(cl); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out.Out, done)
+	return err
+}
+
+// OutputCmd is `output`.
+type OutputCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+}
+
+// Run prints the tail and the last assistant message.
+func (c *OutputCmd) Run(out *Output) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	o, err := cl.Output(ctx, c.Instance)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, o)
+	}
+	for _, raw := range o.Tail {
+		fmt.Fprintln(out.Out, describeEvent(raw))
+	}
+	if o.LastAssistant != "" {
+		fmt.Fprintf(out.Out, "\nlast assistant message:\n%s\n", o.LastAssistant)
+	}
+	return nil
+}
+
+// describeEvent is one readable line for a pi event: its type, and the
+// tool or the error when it has one.
+func describeEvent(raw json.RawMessage) string {
+	var ev struct {
+		Type     string `json:"type"`
+		ToolName string `json:"toolName"`
+		Error    string `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.Type == "" {
+		return oneLine(string(raw), 100)
+	}
+	s := ev.Type
+	if ev.ToolName != "" {
+		s += " " + ev.ToolName
+	}
+	if ev.Error != "" {
+		s += ": " + oneLine(ev.Error, 80)
+	}
+	return s
+}
+
+// RebundleCmd is `rebundle`.
+type RebundleCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+	Bundle   string `arg:"" help:"Bundle to switch to."`
+}
+
+// Run rebundles.
+func (c *RebundleCmd) Run(out *Output) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	res, err := cl.Rebundle(ctx, c.Instance, c.Bundle)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, res)
+	}
+	_, err = fmt.Fprintf(out.Out, "%s now runs bundle %s %s\n", c.Instance, res.Bundle, res.BundleHash)
+	return err
+}
+
+// ToolsCmd is `tools`.
+type ToolsCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+	Tools    string `arg:"" help:"Active tools, comma-separated (read,grep,bash); \"\" for none."`
+}
+
+// list splits the comma-separated tools.
+func (c *ToolsCmd) list() []string {
+	tools := []string{}
+	for _, t := range strings.Split(c.Tools, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tools = append(tools, t)
+		}
+	}
+	return tools
+}
+
+// Run sets the tools.
+func (c *ToolsCmd) Run(out *Output) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	active, err := cl.SetTools(ctx, c.Instance, c.list())
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, controlapi.ToolsRequest{Tools: active})
+	}
+	_, err = fmt.Fprintf(out.Out, "%s tools: %s\n", c.Instance, strings.Join(active, ","))
+	return err
+}
+
+// ModelCmd is `model`.
+type ModelCmd struct {
+	APIFlags `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+	Model    string `arg:"" help:"provider/id."`
+}
+
+// Run switches the model.
+func (c *ModelCmd) Run(out *Output) error {
+	m, err := controlapi.ParseModelRef(c.Model)
+	if err != nil {
+		return err
+	}
+	return simple(&c.APIFlags, out, c.Instance+" model: "+m.String(), func(cl *controlapi.Client) error {
+		ctx, cancel := background()
+		defer cancel()
+		return cl.SetModel(ctx, c.Instance, m)
+	})
+}

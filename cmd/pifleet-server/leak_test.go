@@ -1,0 +1,26 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"example.com/pifleet/internal/shim"
+)
+
+// TestMain lets the test binary play the worker shim, as `pifleet-agent
+// shim` does for a real agent (the end-to-end test runs one in-process),
+// and fails the package when a test leaves a goroutine behind. The signal
+// package's own loop, started by the first signal.Notify, lives as long
+// as the process.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "shim" {
+		os.Exit(shim.Main(os.Args[2:]))
+	}
+	if os.Getenv("GORACE") == "" {
+		// Shims are this binary under -race: let them exit at once.
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"))
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// DefaultRegistryPort is the registry's port when --listen is not given.
+const DefaultRegistryPort = 9787
+
+// ServeCmd is `serve`: the fleet, the bundle registry and the control
+// API in one process.
+type ServeCmd struct {
+	StateDir       string   `help:"State directory: the fleet's database, the control socket and token." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	Registry       string   `help:"Registry root directory to serve." default:"${default_registry}" type:"path" env:"PIFLEET_REGISTRY"`
+	Listen         string   `help:"Bundle registry HTTP address. Default: the tailscale IPv4 on port 9787 (127.0.0.1:9787 with --whois-static); never all interfaces unless given (0.0.0.0:9787)." env:"PIFLEET_LISTEN" placeholder:"ADDR"`
+	RegistryURL    string   `help:"URL agents fetch bundles from. Default: http:// and the registry's address." env:"PIFLEET_REGISTRY_URL" placeholder:"URL"`
+	Agent          []string `help:"An agent to dial: NAME=HOST:PORT[,HOST:PORT…]. Repeat the flag (or separate with ';' in the variable)." env:"PIFLEET_AGENTS" sep:";" placeholder:"NAME=HOST:PORT"`
+	Tailnet        bool     `help:"Also dial every online tailnet peer, named by its machine name." env:"PIFLEET_TAILNET"`
+	TailnetPort    int      `help:"Port tailnet peers are dialled at." default:"9788" env:"PIFLEET_TAILNET_PORT"`
+	Inbound        string   `help:"Accept agents that dial in at this address (they pass first-contact trust)." env:"PIFLEET_INBOUND" placeholder:"ADDR"`
+	WhoisStatic    []string `help:"Static identity map IP=MACHINE[/USER],… instead of tailscale whois: for loopback development and tests only." env:"PIFLEET_WHOIS_STATIC" sep:"," placeholder:"IP=MACHINE"`
+	Tailscale      string   `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE" placeholder:"PATH"`
+	API            string   `help:"Control API address: unix:PATH or 127.0.0.1:PORT (TCP requires the bearer token the server writes beside the socket). Default: unix:<state-dir>/control.sock." env:"PIFLEET_API" placeholder:"ADDR"`
+	APIAllowRemote bool     `help:"Allow --api outside loopback (the token is then the only guard)." env:"PIFLEET_API_ALLOW_REMOTE"`
+}
+
+// served is what a running serve reports once it accepts requests.
+type served struct {
+	API      controlapi.Addr
+	Registry string
+}
+
+// Run serves until SIGINT or SIGTERM.
+func (c *ServeCmd) Run(log zerolog.Logger) error {
+	ctx, cancel := signalContext()
+	defer cancel()
+	return c.serve(ctx, log, nil)
+}
+
+// serve runs until ctx ends; ready, when set, is told the addresses once
+// everything listens.
+func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(served)) error {
+	if err := os.MkdirAll(c.StateDir, 0o700); err != nil {
+		return err
+	}
+	apiAddr := controlapi.DefaultAddr(c.StateDir)
+	if c.API != "" {
+		a, err := controlapi.ParseAddr(c.API)
+		if err != nil {
+			return err
+		}
+		apiAddr = a
+	}
+	var opts []fleet.Option
+	for _, s := range c.Agent {
+		a, err := fleet.ParseAgent(s)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, fleet.WithAgents(a))
+	}
+	whois, ts, err := c.identity(log)
+	if err != nil {
+		return err
+	}
+	regAddr, err := c.registryAddr(ctx, ts)
+	if err != nil {
+		return err
+	}
+
+	// Listen first: a second server fails here, before it touches the
+	// state of the first.
+	apiLn, err := controlapi.Listen(apiAddr, controlapi.ListenOptions{AllowRemote: c.APIAllowRemote})
+	if err != nil {
+		return err
+	}
+	defer apiLn.Close()
+	var srvOpts []controlapi.ServerOption
+	if !apiAddr.IsUnix() {
+		apiAddr.Address = apiLn.Addr().String()
+		tok, err := controlapi.LoadOrCreateToken(filepath.Join(c.StateDir, controlapi.TokenName))
+		if err != nil {
+			return err
+		}
+		srvOpts = append(srvOpts, controlapi.WithToken(tok))
+	}
+	regLn, err := net.Listen("tcp", regAddr)
+	if err != nil {
+		return fmt.Errorf("registry listener: %w", err)
+	}
+	regURL := c.RegistryURL
+	if regURL == "" {
+		regURL = "http://" + regLn.Addr().String()
+	}
+	// The registry answers only peers whois knows (tailnet members, or the
+	// static map).
+	regSrv := &http.Server{
+		Handler: registry.NewServer(c.Registry, registry.WithLogger(log), registry.WithGate(func(ctx context.Context, peer netip.Addr) error {
+			_, err := whois.Whois(ctx, peer)
+			return err
+		})),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+
+	opts = append(opts,
+		fleet.WithStateDir(c.StateDir),
+		fleet.WithRegistry(c.Registry, ""),
+		func(cfg *fleet.Config) { cfg.RegistryURL = regURL },
+		fleet.WithWhois(whois),
+		fleet.WithLogger(log),
+	)
+	if c.Tailnet {
+		if ts == nil {
+			regLn.Close()
+			return errors.New("--tailnet needs tailscale; it cannot be used with --whois-static")
+		}
+		opts = append(opts, fleet.WithTailnet(ts), func(cfg *fleet.Config) { cfg.TailnetPort = c.TailnetPort })
+	}
+	if c.Inbound != "" {
+		opts = append(opts, fleet.WithInbound(c.Inbound))
+	}
+	if isTerminal(os.Stdin) && isTerminal(os.Stderr) {
+		// First contact of an unknown machine is asked on the terminal;
+		// without one it is refused (trust set decides beforehand).
+		opts = append(opts, fleet.WithPrompter(trust.NewTerminal(os.Stdin, os.Stderr)))
+	}
+	f, err := fleet.New(opts...)
+	if err != nil {
+		regLn.Close()
+		return err
+	}
+	defer f.Close()
+	if err := f.Start(ctx); err != nil {
+		regLn.Close()
+		return err
+	}
+	regDone := make(chan error, 1)
+	go func() { regDone <- regSrv.Serve(regLn) }()
+	defer func() {
+		regSrv.Close()
+		if err := <-regDone; !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("registry server stopped")
+		}
+	}()
+
+	backend := &fleetBackend{f: f, watchBuffer: 1024,
+		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second}.run}
+	srvOpts = append(srvOpts, controlapi.WithLogger(log))
+	log.Info().Str("api", apiAddr.String()).Str("registry", regURL).Str("stateDir", c.StateDir).
+		Int("agents", len(c.Agent)).Msg("pifleet-server serving")
+	if ready != nil {
+		ready(served{API: apiAddr, Registry: regURL})
+	}
+	return controlapi.Serve(ctx, apiLn, controlapi.NewServer(backend, srvOpts...), 5*time.Second)
+}
+
+// identity returns the whois in force, and tailscale when it is the one.
+func (c *ServeCmd) identity(log zerolog.Logger) (identity.Whois, *identity.Tailscale, error) {
+	if len(c.WhoisStatic) > 0 {
+		st, err := identity.ParseStatic(c.WhoisStatic...)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Warn().Strs("entries", st.Entries()).Msg("STATIC IDENTITY MAP IN FORCE: peers are identified by --whois-static, not tailscale; for loopback development and tests only")
+		return st, nil, nil
+	}
+	ts := &identity.Tailscale{Binary: c.Tailscale}
+	return ts, ts, nil
+}
+
+// registryAddr is --listen, or the tailscale IPv4 (loopback with a static
+// map) on DefaultRegistryPort.
+func (c *ServeCmd) registryAddr(ctx context.Context, ts *identity.Tailscale) (string, error) {
+	if c.Listen != "" {
+		return c.Listen, nil
+	}
+	port := strconv.Itoa(DefaultRegistryPort)
+	if ts == nil {
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	ip, err := ts.IPv4(ctx)
+	if err != nil {
+		return "", fmt.Errorf("registry address: no tailscale IPv4 (%w); give --listen", err)
+	}
+	return net.JoinHostPort(ip.String(), port), nil
+}

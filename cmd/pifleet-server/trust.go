@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"example.com/pifleet/fleet/controlapi"
+)
+
+// TrustCmd groups the trust commands.
+type TrustCmd struct {
+	List TrustListCmd `cmd:"" help:"List the stored trust decisions."`
+	Set  TrustSetCmd  `cmd:"" help:"Record a machine's policy: allow (view, spawn), steer (everything), deny."`
+}
+
+// TrustListCmd is `trust list`.
+type TrustListCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+}
+
+// Run lists the decisions.
+func (c *TrustListCmd) Run(out *Output) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	ds, err := cl.TrustList(ctx)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(out.Out, ds)
+	}
+	if len(ds) == 0 {
+		_, err := fmt.Fprintln(out.Out, "no trust decisions")
+		return err
+	}
+	tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tPOLICY\tDECIDED")
+	for _, d := range ds {
+		decided := "-"
+		if !d.DecidedAt.IsZero() {
+			decided = d.DecidedAt.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Machine, d.Policy, decided)
+	}
+	return tw.Flush()
+}
+
+// TrustSetCmd is `trust set`.
+type TrustSetCmd struct {
+	APIFlags `embed:""`
+	Machine  string `arg:"" help:"Machine name (as whois reports it)."`
+	Policy   string `arg:"" help:"allow, steer or deny." enum:"allow,steer,deny"`
+}
+
+// Run records the decision.
+func (c *TrustSetCmd) Run(out *Output) error {
+	return simple(&c.APIFlags, out, fmt.Sprintf("%s: %s", c.Machine, c.Policy), func(cl *controlapi.Client) error {
+		ctx, cancel := background()
+		defer cancel()
+		_, err := cl.TrustSet(ctx, c.Machine, controlapi.Policy(c.Policy))
+		return err
+	})
+}

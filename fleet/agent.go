@@ -1,0 +1,559 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"example.com/pifleet/internal/fsmkit"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// Where an agent entry came from.
+const (
+	sourceStatic   = "static"
+	sourceTailnet  = "tailnet"
+	sourceInbound  = "inbound"
+	sourceRestored = "restored" // known only from the instance registry
+)
+
+// maxOrphans bounds the frames kept for an instance id the fleet does not
+// know yet (events that overtake the spawned answer being registered).
+const maxOrphans = 256
+
+// agentState is one agent: its directory entry, its connection and the
+// connection machine of seed §2 (transport.ConnectionTable).
+type agentState struct {
+	name   string
+	addrs  []string
+	source string
+
+	m           fsmkit.Machine[transport.ConnState, transport.ConnEvent]
+	conn        *transport.Conn
+	hello       *transport.HelloFrame
+	identity    identity.Identity
+	policy      trust.Policy
+	pifleet     bool
+	lastErr     string
+	connectedAt time.Time
+	lostAt      time.Time
+	addr        string
+
+	// waiters are requests whose answers are handled on the connection's
+	// handler goroutine (spawn, stop), keyed by request id.
+	waiters map[string]*waiter
+	// spawning maps a spawn request id to its instance until spawned.
+	spawning map[string]*instance
+	orphans  map[string][]*transport.EventFrame
+}
+
+// waiter is a request whose answer changes state: onAnswer runs on the
+// handler goroutine with f.mu held, then the frame is delivered.
+type waiter struct {
+	onAnswer func(transport.Frame)
+	ch       chan transport.Frame // buffered 1; closed without a value when the connection is lost
+}
+
+func newAgentState(name string, addrs []string, source string) *agentState {
+	return &agentState{
+		name:     name,
+		addrs:    slices.Clone(addrs),
+		source:   source,
+		m:        transport.ConnectionTable.Start(),
+		waiters:  map[string]*waiter{},
+		spawning: map[string]*instance{},
+		orphans:  map[string][]*transport.EventFrame{},
+	}
+}
+
+func (a *agentState) established() bool { return a.conn != nil }
+
+func (a *agentState) platform() string {
+	if a.hello == nil {
+		return ""
+	}
+	return a.hello.Platform
+}
+
+// fireConnLocked moves a's connection machine. f.mu must be held.
+func (f *Fleet) fireConnLocked(a *agentState, ev transport.ConnEvent, cause error) bool {
+	from := a.m.State()
+	if err := a.m.Fire(ev); err != nil {
+		f.log.Debug().Str("agent", a.name).Str("event", string(ev)).Str("state", string(from)).Msg("stale connection event dropped")
+		return false
+	}
+	msg := ""
+	if cause != nil {
+		msg = cause.Error()
+		a.lastErr = msg
+	}
+	f.log.Info().Str("agent", a.name).Str("event", string(ev)).Str("from", string(from)).Str("to", string(a.m.State())).
+		Str("cause", msg).Msg("connection transition")
+	f.publishLocked(Change{Kind: ChangeAgentState, Agent: a.name, Event: string(ev), From: string(from),
+		To: string(a.m.State()), Message: msg})
+	return true
+}
+
+// ---- the dialer's directory ----
+
+// directory is the fleet's agents as the dialer sees them.
+type directory struct{ f *Fleet }
+
+func (d directory) Targets() []string {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	out := make([]string, 0, len(d.f.agents))
+	for name, a := range d.f.agents {
+		if len(a.addrs) > 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (d directory) Eligible(id string) bool {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	a := d.f.agents[id]
+	if a == nil || d.f.state != lifeStarted {
+		return false
+	}
+	s := a.m.State()
+	return s != transport.StateRejected && s != transport.StateClosed
+}
+
+func (d directory) Addresses(id string) []string {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	if a := d.f.agents[id]; a != nil {
+		return slices.Clone(a.addrs)
+	}
+	return nil
+}
+
+func (d directory) Connected(id string) bool {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	a := d.f.agents[id]
+	return a != nil && a.established()
+}
+
+// dialAgent is the dialer's DialFunc: dial, wait for the hello, identify
+// and trust the agent, then establish the connection. On success the
+// directory reports the connection before it returns.
+func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
+	f.mu.Lock()
+	a := f.agents[name]
+	if a == nil || f.state != lifeStarted {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrUnknownAgent, name)
+	}
+	if a.established() {
+		f.mu.Unlock()
+		return nil // it dialled in meanwhile
+	}
+	if a.m.State() == transport.StateLost {
+		f.fireConnLocked(a, transport.EventRetry, nil)
+	}
+	if a.m.State() != transport.StateConnecting {
+		st := a.m.State()
+		f.mu.Unlock()
+		return fmt.Errorf("fleet: agent %s is %s", name, st)
+	}
+	f.mu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
+	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	cancel()
+	if err != nil {
+		f.mu.Lock()
+		f.fireConnLocked(a, transport.EventDialFailed, err)
+		f.mu.Unlock()
+		return err
+	}
+	f.mu.Lock()
+	f.fireConnLocked(a, transport.EventTCPEstablished, nil)
+	f.mu.Unlock()
+	c := transport.NewConn(nc, f.connOptions(name))
+	hctx, hcancel := context.WithTimeout(ctx, f.cfg.HelloTimeout)
+	defer hcancel()
+	hello, early, err := f.awaitHello(hctx, c)
+	if err != nil {
+		return f.handshakeFailed(a, c, err)
+	}
+	id := identity.Identity{Machine: hello.Machine}
+	if f.cfg.Whois != nil {
+		remote := transport.RemoteAddrPort(nc)
+		id, err = f.cfg.Whois.Whois(hctx, remote.Addr())
+		if err != nil {
+			return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Err: err})
+		}
+	}
+	policy, err := f.trust.Decide(hctx, id)
+	if err == nil && policy == trust.Deny {
+		err = trust.ErrDenied
+	}
+	if err != nil {
+		return f.handshakeFailed(a, c, &trust.RefusedError{Remote: transport.RemoteAddrPort(nc), Identity: id, Err: err})
+	}
+	return f.establish(a, c, addr, hello, early, id, policy)
+}
+
+// handshakeFailed closes c and moves a to lost (retried) or rejected
+// (trust refused it: never retried until its policy changes).
+func (f *Fleet) handshakeFailed(a *agentState, c *transport.Conn, err error) error {
+	_ = c.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if errors.Is(err, trust.ErrRefused) {
+		f.fireConnLocked(a, transport.EventDenied, err)
+	} else {
+		f.fireConnLocked(a, transport.EventHandshakeFailed, err)
+	}
+	return err
+}
+
+func (f *Fleet) connOptions(name string) transport.Options {
+	o := f.cfg.Conn
+	o.Logger = f.cfg.Logger.With().Str("agent", name).Logger()
+	return o
+}
+
+// awaitHello reads frames until the agent's hello; frames before it are
+// kept and handled once the connection is established.
+func (f *Fleet) awaitHello(ctx context.Context, c *transport.Conn) (*transport.HelloFrame, []transport.Frame, error) {
+	var early []transport.Frame
+	for {
+		fr, err := c.Receive(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fleet: waiting for hello: %w", err)
+		}
+		if h, ok := fr.(*transport.HelloFrame); ok {
+			return h, early, nil
+		}
+		if len(early) < maxOrphans {
+			early = append(early, fr)
+		}
+	}
+}
+
+// establish makes c the agent's connection: allowed → established, our
+// hello, the handler, the loss watcher and the reconciliation.
+func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *transport.HelloFrame,
+	early []transport.Frame, id identity.Identity, policy trust.Policy) error {
+	f.mu.Lock()
+	if f.state != lifeStarted || a.established() {
+		f.mu.Unlock()
+		_ = c.Close()
+		if a.established() {
+			return nil
+		}
+		return ErrClosed
+	}
+	if !f.fireConnLocked(a, transport.EventAllowed, nil) {
+		f.mu.Unlock()
+		_ = c.Close()
+		return fmt.Errorf("fleet: agent %s: connection machine in %s", a.name, a.m.State())
+	}
+	a.conn, a.hello, a.identity, a.policy, a.addr = c, hello, id, policy, addr
+	a.pifleet = slices.Contains(hello.Capabilities, transport.CapabilityPifleet)
+	a.connectedAt = f.cfg.Now()
+	a.lastErr = ""
+	var known []*instance
+	for _, inst := range f.instances {
+		if inst.agent == a.name && !InstanceTable.IsFinal(inst.m.State()) {
+			known = append(known, inst)
+		}
+	}
+	p := f.projectionLocked(a.name)
+	f.wg.Add(2) // under f.mu with the state checked: Close cannot be waiting yet
+	f.mu.Unlock()
+	p.Connected(a.name)
+
+	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: []string{transport.CapabilityPifleet}})
+	for _, fr := range early {
+		f.handleFrame(a, c, fr)
+	}
+	c.SetHandler(func(fr transport.Frame) { f.handleFrame(a, c, fr) })
+	go func() {
+		defer f.wg.Done()
+		select {
+		case <-c.Done():
+		case <-f.ctx.Done():
+			_ = c.Close()
+			<-c.Done()
+		}
+		f.connectionLost(a, c)
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.reconcile(a, c, known)
+	}()
+	return nil
+}
+
+// connectionLost runs once per connection when it closed: the agent goes
+// to lost and its idle and running instances to unreachable; requests
+// waiting on it fail.
+func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
+	f.mu.Lock()
+	if a.conn != c {
+		f.mu.Unlock()
+		return
+	}
+	a.conn = nil
+	a.lostAt = f.cfg.Now()
+	closing := f.state != lifeStarted
+	if !closing {
+		f.fireConnLocked(a, transport.EventConnectionLost, c.Err())
+	}
+	for _, inst := range f.instances {
+		if inst.agent == a.name {
+			f.fireLocked(inst, EventConnectionLost, nil)
+		}
+	}
+	for id, w := range a.waiters {
+		close(w.ch)
+		delete(a.waiters, id)
+	}
+	p := f.projectionLocked(a.name)
+	f.mu.Unlock()
+	p.ConnectionLost(a.name)
+	if !closing {
+		f.dial.Disconnected(a.name)
+	}
+}
+
+// connFor returns the agent's established connection, or an error naming
+// why there is none. op is checked against the agent's trust policy.
+func (f *Fleet) connForLocked(name string, op trust.Operation) (*agentState, *transport.Conn, error) {
+	if f.state != lifeStarted {
+		return nil, nil, ErrClosed
+	}
+	a := f.agents[name]
+	if a == nil {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	if !a.established() {
+		return a, nil, fmt.Errorf("%w: %s is %s", ErrNotConnected, name, a.m.State())
+	}
+	if err := trust.Check(a.identity, a.policy, op); err != nil {
+		return a, nil, err
+	}
+	return a, a.conn, nil
+}
+
+// request registers a waiter for f's id (minted when empty) and queues f.
+// f.mu must be held; the answer arrives on w.ch.
+func (f *Fleet) requestLocked(a *agentState, c *transport.Conn, fr transport.Frame, onAnswer func(transport.Frame)) (*waiter, error) {
+	h := fr.Envelope()
+	if h.ID == "" {
+		h.ID = transport.RandomRequestID()
+	}
+	w := &waiter{onAnswer: onAnswer, ch: make(chan transport.Frame, 1)}
+	if err := c.TrySend(fr); err != nil {
+		return nil, err
+	}
+	a.waiters[h.ID] = w
+	return w, nil
+}
+
+// await waits for w's answer.
+func await(ctx context.Context, w *waiter) (transport.Frame, error) {
+	select {
+	case fr, ok := <-w.ch:
+		if !ok {
+			return nil, fmt.Errorf("%w: connection lost before the answer", ErrNotConnected)
+		}
+		return fr, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ---- inbound agents (seed §5) ----
+
+func (f *Fleet) startInbound() error {
+	ln, err := net.Listen("tcp", f.cfg.InboundListen)
+	if err != nil {
+		return fmt.Errorf("fleet: inbound listener: %w", err)
+	}
+	f.mu.Lock()
+	f.listeners = append(f.listeners, ln)
+	f.inboundAddr = ln.Addr().String()
+	f.mu.Unlock()
+	gate := trust.ServerGate(f.cfg.Whois, f.trust)
+	var admitted sync.Map // remote AddrPort → admission
+	type admission struct {
+		id     identity.Identity
+		policy trust.Policy
+	}
+	srv := &transport.Server{
+		Gate: func(ctx context.Context, remote netip.AddrPort) error {
+			id, policy, err := gate(ctx, remote)
+			if err != nil {
+				return err
+			}
+			admitted.Store(remote, admission{id, policy})
+			return nil
+		},
+		Options: f.connOptions("inbound"),
+		Logger:  f.log,
+		Handle: func(c *transport.Conn) {
+			// Tracked by f.wg only while the fleet runs, so that Close
+			// (which changes the state under f.mu before waiting) never
+			// races an Add.
+			f.mu.Lock()
+			if f.state != lifeStarted {
+				f.mu.Unlock()
+				_ = c.Close()
+				return
+			}
+			f.wg.Add(1)
+			f.mu.Unlock()
+			defer f.wg.Done()
+			remote := transport.RemoteAddrPort(c.NetConn())
+			v, ok := admitted.LoadAndDelete(remote)
+			if !ok {
+				_ = c.Close()
+				return
+			}
+			ad := v.(admission)
+			f.acceptInbound(c, remote, ad.id, ad.policy)
+		},
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := srv.Serve(f.ctx, ln); err != nil {
+			f.log.Error().Err(err).Msg("inbound listener stopped")
+		}
+	}()
+	return nil
+}
+
+// InboundAddr returns the address agents dial in at ("" without
+// Config.InboundListen, or before Start).
+func (f *Fleet) InboundAddr() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inboundAddr
+}
+
+// acceptInbound establishes an agent that dialled in; it is known by its
+// whois machine name.
+func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id identity.Identity, policy trust.Policy) {
+	ctx, cancel := context.WithTimeout(f.ctx, f.cfg.HelloTimeout)
+	defer cancel()
+	hello, early, err := f.awaitHello(ctx, c)
+	if err != nil {
+		_ = c.Close()
+		f.log.Warn().Err(err).Str("remote", remote.String()).Msg("inbound agent sent no hello")
+		return
+	}
+	f.mu.Lock()
+	a := f.agents[id.Machine]
+	if a == nil {
+		a = newAgentState(id.Machine, nil, sourceInbound)
+		f.agents[id.Machine] = a
+	}
+	if a.established() {
+		f.mu.Unlock()
+		_ = c.Close()
+		f.log.Warn().Str("agent", id.Machine).Msg("inbound connection while one is established; closed")
+		return
+	}
+	switch a.m.State() {
+	case transport.StateRejected, transport.StateClosed:
+		a.m = transport.ConnectionTable.Start() // trust admitted it again
+	case transport.StateLost:
+		f.fireConnLocked(a, transport.EventRetry, nil)
+	}
+	if a.m.State() == transport.StateConnecting {
+		f.fireConnLocked(a, transport.EventTCPEstablished, nil)
+	}
+	f.mu.Unlock()
+	if err := f.establish(a, c, remote.String(), hello, early, id, policy); err == nil {
+		f.dial.Connected(a.name)
+	}
+}
+
+// Retry makes a rejected agent eligible again (after its trust policy was
+// changed) and asks the dialer to dial it.
+func (f *Fleet) Retry(name string) error {
+	f.mu.Lock()
+	a := f.agents[name]
+	if a == nil {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+	}
+	if a.m.State() == transport.StateRejected {
+		a.m = transport.ConnectionTable.Start()
+	}
+	f.mu.Unlock()
+	f.dial.Updated(name)
+	return nil
+}
+
+// ---- tailnet discovery ----
+
+func (f *Fleet) discoverTailnet() {
+	defer f.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(f.ctx, identity.DefaultTimeout)
+		st, err := f.cfg.Tailnet.Status(ctx)
+		cancel()
+		if err != nil {
+			f.log.Warn().Err(err).Msg("tailnet discovery")
+		} else {
+			f.addTailnetPeers(st)
+		}
+		t.Reset(f.cfg.TailnetInterval)
+	}
+}
+
+func (f *Fleet) addTailnetPeers(st identity.Status) {
+	var changed []string
+	f.mu.Lock()
+	for _, p := range st.Peers {
+		ip, ok := p.IPv4()
+		name := p.Machine()
+		if !ok || !p.Online || name == "" {
+			continue
+		}
+		addr := netip.AddrPortFrom(ip, uint16(f.cfg.TailnetPort)).String()
+		a := f.agents[name]
+		switch {
+		case a == nil:
+			f.agents[name] = newAgentState(name, []string{addr}, sourceTailnet)
+		case a.source == sourceTailnet || a.source == sourceRestored:
+			if slices.Equal(a.addrs, []string{addr}) {
+				continue
+			}
+			a.addrs, a.source = []string{addr}, sourceTailnet
+		default:
+			continue // the static directory wins
+		}
+		changed = append(changed, name)
+	}
+	f.mu.Unlock()
+	for _, name := range changed {
+		f.dial.Updated(name)
+	}
+}

@@ -1,0 +1,230 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/dialer"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// Defaults of Config.
+const (
+	// DefaultAgentPort is the port an agent listens on; tailnet peers are
+	// dialled there.
+	DefaultAgentPort = 9788
+	// DefaultHelloTimeout bounds the wait for an agent's hello.
+	DefaultHelloTimeout = 10 * time.Second
+	// DefaultSpawnTimeout bounds a spawn, provisioning included (a cold
+	// sync of a large bundle takes tens of seconds).
+	DefaultSpawnTimeout = 5 * time.Minute
+	// DefaultTailnetInterval is how often tailnet peers are rediscovered.
+	DefaultTailnetInterval = time.Minute
+	// DefaultTailBuffer is how many recent events each instance keeps for
+	// Output.
+	DefaultTailBuffer = 300
+)
+
+// Agent is one entry of the directory of agents: a name (the one Spawn
+// and Status use) and the addresses ("host:port") it is dialled at.
+type Agent struct {
+	Name      string
+	Addresses []string
+}
+
+// ParseAgent reads a directory entry written NAME=HOST:PORT[,HOST:PORT…]
+// (the --agent flag of pifleet-server).
+func ParseAgent(s string) (Agent, error) {
+	name, addrs, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok || name == "" || addrs == "" {
+		return Agent{}, &ConfigError{Field: "agent", Reason: fmt.Sprintf("%q is not NAME=HOST:PORT", s)}
+	}
+	a := Agent{Name: name}
+	for _, addr := range strings.Split(addrs, ",") {
+		addr = strings.TrimSpace(addr)
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return Agent{}, &ConfigError{Field: "agent", Reason: fmt.Sprintf("%q: address %q: %v", s, addr, err)}
+		}
+		a.Addresses = append(a.Addresses, addr)
+	}
+	return a, nil
+}
+
+// Tailnet lists the machines of the tailnet; *identity.Tailscale is the
+// real one (`tailscale status --json`).
+type Tailnet interface {
+	Status(ctx context.Context) (identity.Status, error)
+}
+
+// Config is everything a Fleet is made of. New starts from defaults and
+// applies Options; every field is documented with its default.
+type Config struct {
+	// StateDir holds the server's bbolt state file (required).
+	StateDir string
+	// RegistryRoot is the bundle registry directory: Spawn reads a bundle's
+	// manifest there for the platform check and maxRejects, and the
+	// registry HTTP server serves it (required for Spawn).
+	RegistryRoot string
+	// RegistryListen, when set, is where Start serves the registry over
+	// HTTP ("127.0.0.1:9787"; port 0 picks one). Empty: no listener
+	// (serve Fleet.RegistryHandler yourself).
+	RegistryListen string
+	// RegistryURL is the registry URL agents are told to fetch from
+	// (spawn env PI_FLEET_SERVER). Default: http://<RegistryListen's
+	// actual address>.
+	RegistryURL string
+	// Agents is the static directory.
+	Agents []Agent
+	// Tailnet, when set, adds every online tailnet peer as an agent named
+	// by its machine name, dialled at its IPv4 and TailnetPort, re-read
+	// every TailnetInterval.
+	Tailnet         Tailnet
+	TailnetPort     int
+	TailnetInterval time.Duration
+	// InboundListen, when set, accepts agents that dial in; each passes
+	// first-contact trust (seed §5) before any frame is read.
+	InboundListen string
+	// Whois identifies peers. Inbound connections need it; a dialled
+	// agent's address is checked with it too when it is set. Without it a
+	// dialled agent is known by the machine of its hello.
+	Whois identity.Whois
+	// Prompter answers first contact for a machine without a stored trust
+	// decision. Without one, unknown machines are refused.
+	Prompter trust.Prompter
+	// Logger receives everything (default zerolog.Nop()).
+	Logger zerolog.Logger
+	// HelloTimeout bounds the wait for an agent's hello (default 10 s).
+	HelloTimeout time.Duration
+	// ConnectTimeout bounds one TCP dial (default 10 s).
+	ConnectTimeout time.Duration
+	// SpawnTimeout bounds a spawn (default 5 min).
+	SpawnTimeout time.Duration
+	// Conn configures every agent connection (heartbeat 15 s, expiry
+	// 45 s, request timeout 60 s by default).
+	Conn transport.Options
+	// Dialer decides when agents are dialled. The default is the dialer's
+	// with §2's reconnect schedule: MinRetryInterval 1 s, MaxRetryInterval
+	// 30 s, factor 2, and DialDelay 0, so a fleet dials its agents at once.
+	Dialer dialer.Config
+	// TailBuffer is how many recent events each instance keeps (default
+	// 300).
+	TailBuffer int
+	// OnTaskDone is told of every task_done exactly once (see Fleet's
+	// documentation), on one goroutine, in receipt order. It should be
+	// idempotent on TaskReport.Key: a crash between its return and the
+	// record of the notification replays it after the restart.
+	OnTaskDone func(TaskReport)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Rand mints task and trace ids (default: seeded unpredictably).
+	Rand *rand.Rand
+}
+
+// Option changes the Config of New.
+type Option func(*Config)
+
+// WithStateDir sets Config.StateDir.
+func WithStateDir(dir string) Option { return func(c *Config) { c.StateDir = dir } }
+
+// WithRegistry sets Config.RegistryRoot and Config.RegistryListen.
+func WithRegistry(root, listen string) Option {
+	return func(c *Config) { c.RegistryRoot, c.RegistryListen = root, listen }
+}
+
+// WithAgents adds entries to the static directory.
+func WithAgents(agents ...Agent) Option {
+	return func(c *Config) { c.Agents = append(c.Agents, agents...) }
+}
+
+// WithTailnet discovers agents among the tailnet's peers.
+func WithTailnet(t Tailnet) Option { return func(c *Config) { c.Tailnet = t } }
+
+// WithInbound accepts agents that dial in at addr.
+func WithInbound(addr string) Option { return func(c *Config) { c.InboundListen = addr } }
+
+// WithWhois sets Config.Whois.
+func WithWhois(w identity.Whois) Option { return func(c *Config) { c.Whois = w } }
+
+// WithPrompter sets Config.Prompter.
+func WithPrompter(p trust.Prompter) Option { return func(c *Config) { c.Prompter = p } }
+
+// WithLogger sets Config.Logger.
+func WithLogger(l zerolog.Logger) Option { return func(c *Config) { c.Logger = l } }
+
+// WithTaskDone sets Config.OnTaskDone.
+func WithTaskDone(fn func(TaskReport)) Option { return func(c *Config) { c.OnTaskDone = fn } }
+
+// WithClock sets Config.Now.
+func WithClock(now func() time.Time) Option { return func(c *Config) { c.Now = now } }
+
+// WithRand sets Config.Rand.
+func WithRand(r *rand.Rand) Option { return func(c *Config) { c.Rand = r } }
+
+// DefaultDialerConfig is the dialer configuration a fleet uses unless told
+// otherwise: §2's reconnect schedule (1 s, 2 s, 4 s … 30 s; the dialer adds
+// its ±0.5 jitter to the factor) and no initial delay.
+func DefaultDialerConfig() dialer.Config {
+	c := dialer.DefaultConfig()
+	c.MinRetryInterval = time.Second
+	c.MaxRetryInterval = 30 * time.Second
+	c.RetryBackoffFactor = 2
+	c.DialDelay = 0
+	return c
+}
+
+func defaultConfig() Config {
+	return Config{
+		TailnetPort:     DefaultAgentPort,
+		TailnetInterval: DefaultTailnetInterval,
+		Logger:          zerolog.Nop(),
+		HelloTimeout:    DefaultHelloTimeout,
+		ConnectTimeout:  transport.DefaultConnectTimeout,
+		SpawnTimeout:    DefaultSpawnTimeout,
+		Dialer:          DefaultDialerConfig(),
+		TailBuffer:      DefaultTailBuffer,
+		Now:             time.Now,
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.StateDir == "":
+		return &ConfigError{Field: "StateDir", Reason: "empty"}
+	case c.HelloTimeout <= 0:
+		return &ConfigError{Field: "HelloTimeout", Reason: "must be positive"}
+	case c.ConnectTimeout <= 0:
+		return &ConfigError{Field: "ConnectTimeout", Reason: "must be positive"}
+	case c.SpawnTimeout <= 0:
+		return &ConfigError{Field: "SpawnTimeout", Reason: "must be positive"}
+	case c.TailBuffer < 1:
+		return &ConfigError{Field: "TailBuffer", Reason: "must be at least 1"}
+	case c.Tailnet != nil && c.TailnetInterval <= 0:
+		return &ConfigError{Field: "TailnetInterval", Reason: "must be positive"}
+	case c.Tailnet != nil && (c.TailnetPort < 1 || c.TailnetPort > 65535):
+		return &ConfigError{Field: "TailnetPort", Reason: fmt.Sprintf("%d is not a port", c.TailnetPort)}
+	case c.InboundListen != "" && c.Whois == nil:
+		return &ConfigError{Field: "Whois", Reason: "inbound agents need a whois"}
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Agents {
+		if a.Name == "" || len(a.Addresses) == 0 {
+			return &ConfigError{Field: "Agents", Reason: fmt.Sprintf("entry %+v needs a name and an address", a)}
+		}
+		if seen[a.Name] {
+			return &ConfigError{Field: "Agents", Reason: fmt.Sprintf("%q listed twice", a.Name)}
+		}
+		seen[a.Name] = true
+	}
+	if err := c.Dialer.Validate(); err != nil {
+		return fmt.Errorf("%w: dialer: %w", ErrInvalidConfig, err)
+	}
+	return nil
+}

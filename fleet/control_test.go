@@ -1,0 +1,225 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"testing"
+	"time"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/internal/netfault"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+func TestAllowPolicySpawnsButDoesNotSteer(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}},
+		fleet.WithPrompter(trust.Fixed(trust.Allow)))
+	tf.waitAgent(t, "box", transport.StateEstablished)
+
+	inst := spawn(t, tf, "box")
+	_, err := inst.Prompt(t.Context(), "hi", fleet.PromptOptions{})
+	var pe *trust.PolicyError
+	if !errors.As(err, &pe) || pe.Policy != trust.Allow {
+		t.Fatalf("Prompt on an allow machine = %v, want a *trust.PolicyError", err)
+	}
+	if _, err := inst.Read(t.Context(), "x", nil, nil); err != nil {
+		t.Errorf("viewing an allow machine: %v", err)
+	}
+	if err := inst.Stop(t.Context()); err != nil {
+		t.Errorf("stopping on an allow machine: %v", err)
+	}
+}
+
+func TestDeniedAgentIsRejectedAndNeverRedialled(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}},
+		fleet.WithPrompter(trust.Fixed(trust.Deny)))
+	tf.waitAgent(t, "box", transport.StateRejected)
+	if _, err := tf.Spawn(t.Context(), "box", "/", "default", fleet.SpawnOptions{}); !errors.Is(err, fleet.ErrNotConnected) {
+		t.Errorf("Spawn on a denied agent: %v", err)
+	}
+	// Once the operator allows it, Retry dials it again.
+	if _, err := tf.Trust().Set("box", trust.Steer); err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.Retry("box"); err != nil {
+		t.Fatal(err)
+	}
+	tf.waitAgent(t, "box", transport.StateEstablished)
+}
+
+func TestInboundAgentPassesFirstContactTrust(t *testing.T) {
+	peer := newTestAgentPeer(t, "laptop", true)
+	whois, err := identity.ParseStatic("127.0.0.1=laptop/ana@github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan identity.Identity, 1)
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, nil,
+		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois),
+		fleet.WithPrompter(trust.PrompterFunc(func(_ context.Context, id identity.Identity) (trust.Policy, error) {
+			asked <- id
+			return trust.Steer, nil
+		})))
+	peer.dialIn(tf.InboundAddr())
+	tf.waitAgent(t, "laptop", transport.StateEstablished)
+	if id := <-asked; id.Machine != "laptop" || id.User != "ana@github" {
+		t.Errorf("first contact asked about %v", id)
+	}
+	if d, ok, _ := tf.Trust().Get("laptop"); !ok || d.Policy != trust.Steer {
+		t.Errorf("decision not stored: %+v %v", d, ok)
+	}
+	inst := spawn(t, tf, "laptop")
+	if _, err := inst.Prompt(t.Context(), "from the inbound side", fleet.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUIRequestsAnsweredByPolicyOrByTheApplication(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	publish(t, tf.regRoot, "asks", `{"ui":{"autoAnswer":{"Proceed?":true}}}`)
+	inst, err := tf.Spawn(t.Context(), "box", "/work/repo", "asks", fleet.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.askUI(inst.ID(), "u1", "Proceed?")
+	resp := nextFrame[*transport.UIResponseFrame](t, peer)
+	if resp.RequestID != "u1" || string(resp.Value) != "true" {
+		t.Errorf("policy answer %+v value %s", resp, resp.Value)
+	}
+
+	peer.askUI(inst.ID(), "u2", "Delete the branch?")
+	tf.waitChange(t, "ui request", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeUIRequest && c.UI != nil && c.UI.RequestID == "u2"
+	})
+	if err := tf.AnswerUI(t.Context(), inst.ID(), "u2", false); err != nil {
+		t.Fatal(err)
+	}
+	resp = nextFrame[*transport.UIResponseFrame](t, peer)
+	if resp.RequestID != "u2" || string(resp.Value) != "false" {
+		t.Errorf("application answer %+v value %s", resp, resp.Value)
+	}
+	if err := tf.AnswerUI(t.Context(), inst.ID(), "u2", true); !errors.Is(err, fleet.ErrUnknownUIRequest) {
+		t.Errorf("answering twice: %v", err)
+	}
+}
+
+func TestRebundleAndSetTools(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	publish(t, tf.regRoot, "next", `{}`)
+	publish(t, tf.regRoot, "broken", `{}`)
+	inst := spawn(t, tf, "box")
+
+	if err := inst.Rebundle(t.Context(), "next"); err != nil {
+		t.Fatal(err)
+	}
+	err := inst.Rebundle(t.Context(), "broken")
+	var re *fleet.RebundleError
+	if !errors.As(err, &re) || re.Code != "fetch_failed" || re.Bundle != "next" {
+		t.Fatalf("failed rebundle = %v, want a *RebundleError keeping next", err)
+	}
+	st := tf.Status(t.Context())
+	if st.Instances[0].Bundle != "next" {
+		t.Errorf("bundle after rebundles %q, want next", st.Instances[0].Bundle)
+	}
+	tools, err := inst.SetTools(t.Context(), []string{"read", "grep"})
+	if err != nil || len(tools) != 2 {
+		t.Fatalf("SetTools = %v, %v", tools, err)
+	}
+}
+
+func TestHeartbeatExpiryMakesTheAgentUnreachable(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	proxy, err := netfault.Start(peer.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}},
+		func(c *fleet.Config) {
+			c.Conn.HeartbeatInterval = 20 * time.Millisecond
+			c.Conn.ExpiryTimeout = 150 * time.Millisecond
+		})
+	tf.waitAgent(t, "box", transport.StateEstablished)
+	inst := spawn(t, tf, "box")
+	drainChanges(tf.sub)
+
+	proxy.Stall(netfault.Both) // silence, not a close: only the expiry can tell
+	tf.waitChange(t, "agent lost", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeAgentState && c.To == string(transport.StateLost)
+	})
+	tf.waitChange(t, "instance unreachable", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() && c.To == string(fleet.StateUnreachable)
+	})
+	if _, err := inst.PromptAsync(t.Context(), "anyone?", fleet.PromptOptions{}); !errors.Is(err, fleet.ErrNotConnected) {
+		t.Errorf("prompt while unreachable: %v, want ErrNotConnected", err)
+	}
+	proxy.Cut()
+	proxy.Resume()
+	tf.waitInstance(t, inst.ID(), fleet.StateIdle)
+}
+
+// FakeTailnet is a Tailnet with a fixed peer list (no tailscaled here).
+type FakeTailnet struct{ status identity.Status }
+
+func (f FakeTailnet) Status(context.Context) (identity.Status, error) { return f.status, nil }
+
+func TestTailnetPeersBecomeAgents(t *testing.T) {
+	peer := newTestAgentPeer(t, "buildbox", true)
+	_, portStr, _ := net.SplitHostPort(peer.Addr())
+	port, _ := strconv.Atoi(portStr)
+	tn := FakeTailnet{identity.Status{BackendState: "Running", Peers: []identity.Peer{
+		{HostName: "buildbox", DNSName: "buildbox.tail1234.ts.net.", Online: true, TailscaleIPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}},
+		{HostName: "offline", Online: false, TailscaleIPs: []netip.Addr{netip.MustParseAddr("127.0.0.9")}},
+	}}}
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, nil, fleet.WithTailnet(tn), func(c *fleet.Config) { c.TailnetPort = port })
+	tf.waitAgent(t, "buildbox", transport.StateEstablished)
+	for _, a := range tf.Status(t.Context()).Agents {
+		if a.Name == "offline" {
+			t.Error("an offline peer was added")
+		}
+		if a.Name == "buildbox" && a.Source != "tailnet" {
+			t.Errorf("source %q", a.Source)
+		}
+	}
+}
+
+func TestRawRPCReturnsPisResponse(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	r, err := inst.RPC(t.Context(), json.RawMessage(`{"type":"get_state"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Command != "get_state" || !r.Success {
+		t.Errorf("response %+v", r)
+	}
+	out, err := inst.Output(t.Context())
+	if err != nil || out.State == nil || out.State.SessionID != "s-1" {
+		t.Fatalf("Output = %+v, %v", out, err)
+	}
+	st := tf.Status(t.Context())
+	if a := st.Agents[0]; a.Platform != "linux" || a.Policy != trust.Steer || a.Dial == nil && a.State != transport.StateEstablished {
+		t.Errorf("agent status %+v", a)
+	}
+}

@@ -1,0 +1,171 @@
+//go:build unix
+
+package fleet_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/internal/netfault"
+	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// startAgent runs the real agent daemon on loopback with the scripted
+// worker, pinned to the server machine "orchestrator"; it returns its
+// address and the worker's cwd.
+func startAgent(t testing.TB, registryRoot string) (addr, cwd string) {
+	t.Helper()
+	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
+	whois, err := identity.ParseStatic("127.0.0.1=orchestrator/ana@example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateDir, err := os.MkdirTemp("", "pf") // short: shim socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(stateDir) })
+	a, err := agent.New(agent.Config{
+		Machine: "worker-01", Listen: "127.0.0.1:0",
+		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois,
+		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: registryRoot,
+		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
+		StopGrace: 2 * time.Second, SessionsPoll: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent never listened")
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = a.Close()
+		<-done
+	})
+	return a.Addr().String(), ps.Dir
+}
+
+// The core flow against the real agent daemon and the scripted worker:
+// spawn → prompt → settled; task → task_done → reject → revise → accept
+// with stop.
+func TestEndToEndWithTheAgentDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	reg := t.TempDir()
+	publish(t, reg, "plain", `{}`)
+	addr, cwd := startAgent(t, reg)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+
+	inst, err := tf.Spawn(t.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := inst.Prompt(t.Context(), "say: hello from the worker", fleet.PromptOptions{})
+	if err != nil || text != "hello from the worker" {
+		t.Fatalf("Prompt = %q, %v", text, err)
+	}
+	task, err := inst.Submit(t.Context(), "say: first draft", fleet.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tf.report(t); r.TaskID != task.ID() || !strings.Contains(r.Summary, "first draft") || r.TraceID == "" {
+		t.Fatalf("first report %+v", r)
+	}
+	tf.waitInstance(t, inst.ID(), fleet.StateAwaitingReview)
+	if esc, err := task.Reject(t.Context(), "say: second draft"); err != nil || esc {
+		t.Fatalf("Reject = %v, %v", esc, err)
+	}
+	if r := tf.report(t); !strings.Contains(r.Summary, "second draft") {
+		t.Fatalf("revision report %+v", r)
+	}
+	tf.waitInstance(t, inst.ID(), fleet.StateAwaitingReview)
+	if err := task.Accept(t.Context(), transport.DispositionStop); err != nil {
+		t.Fatal(err)
+	}
+	if got := inst.State(); got != fleet.StateStopped {
+		t.Errorf("after accept stop: %s", got)
+	}
+}
+
+// AC-2.5 against the real agent: a cut connection makes the instance
+// unreachable while the worker keeps running; the reconnect lists it,
+// replays what was missed and finds it idle.
+func TestEndToEndConnectionCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	reg := t.TempDir()
+	publish(t, reg, "plain", `{}`)
+	addr, cwd := startAgent(t, reg)
+	proxy, err := netfault.Start(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{proxy.Addr()}}})
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+	inst, err := tf.Spawn(t.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainChanges(tf.sub)
+	proxy.Cut()
+	tf.waitChange(t, "unreachable", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() && c.To == string(fleet.StateUnreachable)
+	})
+	tf.waitChange(t, "reconnected idle", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() && c.Event == string(fleet.EventReconnectedIdle)
+	})
+	text, err := inst.Prompt(t.Context(), "say: still here", fleet.PromptOptions{})
+	if err != nil || text != "still here" {
+		t.Fatalf("Prompt after the reconnect = %q, %v", text, err)
+	}
+	if err := inst.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkPromptRoundTripAgent measures Prompt → settled through the
+// SDK, the real agent daemon (its shim and settle detection) and the
+// scripted worker, all on loopback.
+func BenchmarkPromptRoundTripAgent(b *testing.B) {
+	reg := b.TempDir()
+	publish(b, reg, "plain", `{}`)
+	addr, cwd := startAgent(b, reg)
+	tf := startFleet(b, b.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
+	tf.waitAgent(b, "worker-01", transport.StateEstablished)
+	inst, err := tf.Spawn(b.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tf.sub.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := inst.Prompt(b.Context(), "say: ok", fleet.PromptOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := inst.Stop(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}

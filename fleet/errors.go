@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors that callers test for with errors.Is.
+var (
+	// ErrClosed: the fleet was closed (or never started).
+	ErrClosed = errors.New("fleet: closed")
+	// ErrUnknownAgent: no agent of that name is in the directory.
+	ErrUnknownAgent = errors.New("fleet: unknown agent")
+	// ErrUnknownInstance: no instance with that id is tracked.
+	ErrUnknownInstance = errors.New("fleet: unknown instance")
+	// ErrUnknownTask: no task with that id is tracked.
+	ErrUnknownTask = errors.New("fleet: unknown task")
+	// ErrNotConnected: the agent has no established connection now.
+	ErrNotConnected = errors.New("fleet: agent not connected")
+	// ErrInvalidState: the instance or task is in a state where the
+	// operation is not possible (a *StateError carries the details).
+	ErrInvalidState = errors.New("fleet: operation not valid in this state")
+	// ErrInstanceEnded: the instance stopped or failed while the caller
+	// waited for it.
+	ErrInstanceEnded = errors.New("fleet: instance ended")
+	// ErrSpawn is matched by every *SpawnError.
+	ErrSpawn = errors.New("fleet: spawn refused by the agent")
+	// ErrFileService is matched by every *FileError.
+	ErrFileService = errors.New("fleet: file service error")
+	// ErrRebundle is matched by every *RebundleError.
+	ErrRebundle = errors.New("fleet: rebundle failed")
+	// ErrInvalidConfig is matched by every *ConfigError.
+	ErrInvalidConfig = errors.New("fleet: invalid configuration")
+	// ErrNotSupported: the agent does not speak the pifleet additions the
+	// operation needs (its hello lacks the pifleet-v1 capability).
+	ErrNotSupported = errors.New("fleet: agent does not support this operation")
+	// ErrUnknownUIRequest: no pending worker dialog with that id.
+	ErrUnknownUIRequest = errors.New("fleet: unknown ui request")
+)
+
+// SpawnError is the agent's refusal of a spawn: the spawn_error code
+// (max_workers, spawn_failed, platform_mismatch, pin_mismatch,
+// no_usable_model, …) and message, or an error frame's code when the agent
+// answered spawn with one.
+type SpawnError struct {
+	Agent   string
+	Bundle  string
+	Code    string
+	Message string
+}
+
+func (e *SpawnError) Error() string {
+	return fmt.Sprintf("fleet: spawn of bundle %q on %s refused: %s: %s", e.Bundle, e.Agent, e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrSpawn) true.
+func (e *SpawnError) Is(target error) bool { return target == ErrSpawn }
+
+// StateError reports an operation the instance's (or task's) current
+// state does not allow.
+type StateError struct {
+	// Kind is "instance" or "task"; ID names it.
+	Kind, ID string
+	// State is its current state; Op the refused operation.
+	State, Op string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("fleet: cannot %s %s %s in state %s", e.Op, e.Kind, e.ID, e.State)
+}
+
+// Is makes errors.Is(err, ErrInvalidState) true.
+func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
+
+// FileError is an error answer of the agent's file service (fs_result
+// error): unknown_instance, path_escape, not_found, not_a_file, too_large,
+// bad_pattern, git_failed.
+type FileError struct {
+	Op      string
+	Code    string
+	Message string
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("fleet: %s: %s: %s", e.Op, e.Code, e.Message)
+}
+
+// Is makes errors.Is(err, ErrFileService) true.
+func (e *FileError) Is(target error) bool { return target == ErrFileService }
+
+// RebundleError reports a rebundle the agent did not carry out: the worker
+// still runs Bundle.
+type RebundleError struct {
+	InstanceID string
+	// Bundle is what the worker still runs; Target what was asked.
+	Bundle, Target string
+	Code, Message  string
+}
+
+func (e *RebundleError) Error() string {
+	return fmt.Sprintf("fleet: rebundle of %s to %q failed (%s: %s); it still runs %q", e.InstanceID, e.Target, e.Code, e.Message, e.Bundle)
+}
+
+// Is makes errors.Is(err, ErrRebundle) true.
+func (e *RebundleError) Is(target error) bool { return target == ErrRebundle }
+
+// ConfigError names one option of New that is out of range.
+type ConfigError struct {
+	Field, Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("fleet: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }

@@ -1,0 +1,667 @@
+package fleet
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/dialer"
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/fsmkit"
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+// Fleet is the orchestrator: it keeps the agents of its directory
+// connected, tracks every worker instance through InstanceTable, and keeps
+// its durable state (tasks, reviews, task_done dedupe keys, instances,
+// trust decisions, session projections) in one bbolt file under
+// Config.StateDir.
+//
+// # Concurrency
+//
+// Every method is safe for concurrent use. The machines of all instances
+// and connections are guarded by one mutex: an event is fired while it is
+// held, and the side effect that follows (queueing a frame, persisting,
+// notifying) happens after Fire succeeded. A frame is queued on its
+// connection before the event that says it was written is fired, under
+// the same lock, so the agent's answer to it can never be handled first.
+// Frames of one agent are handled in arrival order on that connection's
+// handler goroutine.
+type Fleet struct {
+	cfg   Config
+	log   zerolog.Logger
+	store *serverstore.Store
+	trust *trust.Store
+	dial  *dialer.Dialer
+	reg   *registry.Server
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	mu          sync.Mutex
+	state       lifecycle
+	agents      map[string]*agentState
+	instances   map[string]*instance
+	tasks       map[string]*task
+	subs        map[*Subscription]struct{}
+	sessions    map[string]*session.Projection // per agent name
+	listeners   []net.Listener
+	httpSrv     *http.Server
+	regURL      string
+	inboundAddr string
+
+	notifyMu   sync.Mutex
+	notifyCond *sync.Cond
+	notifyQ    []TaskReport
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type lifecycle int
+
+const (
+	lifeNew lifecycle = iota
+	lifeStarted
+	lifeClosed
+)
+
+// New opens the fleet's state (Config.StateDir) and restores it: tasks,
+// instances (those that were reachable come back as unreachable until
+// their agent reconnects), trust decisions, session projections. Nothing
+// runs until Start.
+func New(opts ...Option) (*Fleet, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Rand == nil {
+		var seed [16]byte
+		_, _ = crand.Read(seed[:])
+		cfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	}
+	st, err := serverstore.Open(cfg.StateDir, serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger))
+	if err != nil {
+		return nil, err
+	}
+	topts := []trust.Option{trust.WithClock(cfg.Now), trust.WithLogger(cfg.Logger)}
+	if cfg.Prompter != nil {
+		topts = append(topts, trust.WithPrompter(cfg.Prompter))
+	}
+	ts, err := trust.New(st.DB(), serverstore.TrustBucket, topts...)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	f := &Fleet{
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "fleet").Logger(),
+		store:     st,
+		trust:     ts,
+		sessions:  map[string]*session.Projection{},
+		rand:      cfg.Rand,
+		agents:    map[string]*agentState{},
+		instances: map[string]*instance{},
+		tasks:     map[string]*task{},
+		subs:      map[*Subscription]struct{}{},
+	}
+	f.notifyCond = sync.NewCond(&f.notifyMu)
+	if cfg.RegistryRoot != "" {
+		f.reg = registry.NewServer(cfg.RegistryRoot, registry.WithLogger(cfg.Logger))
+	}
+	for _, a := range cfg.Agents {
+		f.agents[a.Name] = newAgentState(a.Name, a.Addresses, sourceStatic)
+	}
+	if err := f.restore(); err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	d, err := dialer.New(cfg.Dialer, directory{f}, f.dialAgent, dialer.WithLogger(cfg.Logger), dialer.WithRand(f.newRand()))
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
+	f.dial = d
+	return f, nil
+}
+
+// restore reads the instance registry, the tasks and the session
+// projections back from the store.
+func (f *Fleet) restore() error {
+	recs, err := f.store.ListInstances()
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		m, err := InstanceTable.Restore(InstanceState(rec.State))
+		if err != nil {
+			f.log.Warn().Err(err).Str("instance", rec.InstanceID).Msg("stored instance has an unknown state; skipped")
+			continue
+		}
+		inst := newInstance(f, rec.InstanceID, rec.Machine, rec, m)
+		f.applyManifest(inst)
+		if InstanceTable.IsFinal(m.State()) {
+			close(inst.ended)
+		}
+		f.instances[rec.InstanceID] = inst
+		if _, ok := f.agents[rec.Machine]; !ok {
+			f.agents[rec.Machine] = newAgentState(rec.Machine, nil, sourceRestored)
+		}
+	}
+	tasks, err := f.store.ListTasks()
+	if err != nil {
+		return err
+	}
+	for _, rec := range tasks {
+		t := &task{rec: rec, done: make(chan struct{})}
+		if rec.LastDone != nil {
+			close(t.done)
+		}
+		f.tasks[rec.TaskID] = t
+		if inst := f.instances[rec.InstanceID]; inst != nil && isOpenTaskState(rec.State) {
+			inst.openTask = rec.TaskID
+			inst.maxRejects = rec.MaxRejects
+		}
+	}
+	// No agent is connected yet: reachable states become unreachable
+	// (InstanceTable's rule that idle and running mean reachable).
+	f.mu.Lock()
+	for _, inst := range f.instances {
+		f.fireLocked(inst, EventConnectionLost, nil)
+	}
+	f.mu.Unlock()
+	for name := range f.agents {
+		raw, err := f.store.GetProjection(name)
+		if err != nil {
+			continue // none stored
+		}
+		p := session.NewProjection()
+		if err := p.UnmarshalJSON(raw); err != nil {
+			f.log.Warn().Err(err).Str("agent", name).Msg("stored session projection unreadable; dropped")
+			continue
+		}
+		f.sessions[name] = p
+	}
+	return nil
+}
+
+// applyManifest takes the instance's dialog answers and maxRejects from
+// its bundle's manifest in the registry, when it is there (best effort:
+// after a restart the bundle may be gone or republished).
+func (f *Fleet) applyManifest(inst *instance) {
+	if f.cfg.RegistryRoot == "" || inst.rec.Bundle == "" {
+		return
+	}
+	man, err := registry.Show(f.cfg.RegistryRoot, inst.rec.Bundle)
+	if err != nil {
+		return
+	}
+	if man.Review != nil {
+		if n, err := ResolveMaxRejects(man.Review.MaxRejects); err == nil {
+			inst.maxRejects = n
+		}
+	}
+	if man.UI != nil {
+		inst.autoAnswer = man.UI.AutoAnswer
+	}
+}
+
+func isOpenTaskState(s string) bool {
+	switch InstanceState(s) {
+	case StateRunning, StateAwaitingReview, StateVerifying, StateRevising, StateEscalated, StateAccepted:
+		return true
+	}
+	return false
+}
+
+// Start connects the fleet: the registry listener (when configured), the
+// inbound listener (when configured), tailnet discovery, the dialer, and
+// the notifier, which first hands the application every task_done a
+// previous run recorded but did not finish notifying.
+func (f *Fleet) Start(ctx context.Context) error {
+	f.mu.Lock()
+	if f.state != lifeNew {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
+	}
+	f.state = lifeStarted
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.mu.Unlock()
+
+	pending, err := f.store.PendingNotifications()
+	if err != nil {
+		return err
+	}
+	for _, d := range pending {
+		if d.TaskDone != nil {
+			f.enqueueReport(f.reportOf(*d.TaskDone, d.Order))
+		}
+	}
+	f.wg.Add(1)
+	go f.notifier()
+
+	if f.cfg.RegistryListen != "" {
+		if err := f.startRegistry(); err != nil {
+			f.Close()
+			return err
+		}
+	} else {
+		f.regURL = f.cfg.RegistryURL
+	}
+	if f.cfg.InboundListen != "" {
+		if err := f.startInbound(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if f.cfg.Tailnet != nil {
+		f.wg.Add(1)
+		go f.discoverTailnet()
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := f.dial.Run(f.ctx); err != nil {
+			f.log.Error().Err(err).Msg("dialer stopped")
+		}
+	}()
+	return nil
+}
+
+func (f *Fleet) startRegistry() error {
+	if f.reg == nil {
+		return &ConfigError{Field: "RegistryRoot", Reason: "RegistryListen needs a registry root"}
+	}
+	ln, err := net.Listen("tcp", f.cfg.RegistryListen)
+	if err != nil {
+		return fmt.Errorf("fleet: registry listener: %w", err)
+	}
+	srv := &http.Server{Handler: f.reg, ReadHeaderTimeout: 10 * time.Second}
+	f.mu.Lock()
+	f.httpSrv = srv
+	f.regURL = f.cfg.RegistryURL
+	if f.regURL == "" {
+		f.regURL = "http://" + ln.Addr().String()
+	}
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			f.log.Error().Err(err).Msg("registry server stopped")
+		}
+	}()
+	return nil
+}
+
+// RegistryHandler returns the bundle registry's HTTP handler, for a
+// program that serves it itself (nil without Config.RegistryRoot).
+func (f *Fleet) RegistryHandler() http.Handler {
+	if f.reg == nil {
+		return nil
+	}
+	return f.reg
+}
+
+// RegistryURL returns the URL agents fetch bundles from.
+func (f *Fleet) RegistryURL() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.regURL
+}
+
+// Trust returns the trust store (trust list / trust set). After changing
+// a rejected machine's policy call Retry so that it is dialled again.
+func (f *Fleet) Trust() *trust.Store { return f.trust }
+
+// Close stops everything the fleet started: connections (workers keep
+// running under their agents), listeners, the dialer, the notifier, and
+// closes the state file. It is idempotent and returns the first error.
+func (f *Fleet) Close() error {
+	f.closeOnce.Do(func() {
+		f.mu.Lock()
+		started := f.state == lifeStarted
+		f.state = lifeClosed
+		var conns []*transport.Conn
+		for _, a := range f.agents {
+			if a.conn != nil {
+				conns = append(conns, a.conn)
+			}
+			f.fireConnLocked(a, transport.EventClose, nil)
+		}
+		lns := f.listeners
+		srv := f.httpSrv
+		for s := range f.subs {
+			s.closeLocked()
+			delete(f.subs, s)
+		}
+		f.mu.Unlock()
+		if started {
+			f.cancel()
+		}
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		if srv != nil {
+			_ = srv.Close()
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		f.notifyMu.Lock()
+		f.notifyCond.Broadcast()
+		f.notifyMu.Unlock()
+		f.wg.Wait()
+		f.closeErr = f.store.Close()
+	})
+	return f.closeErr
+}
+
+// ---- ids ----
+
+func (f *Fleet) newRand() *rand.Rand {
+	f.randMu.Lock()
+	defer f.randMu.Unlock()
+	return rand.New(rand.NewPCG(f.rand.Uint64(), f.rand.Uint64()))
+}
+
+func (f *Fleet) hex(n int) string {
+	f.randMu.Lock()
+	defer f.randMu.Unlock()
+	const digits = "0123456789abcdef"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = digits[f.rand.IntN(16)]
+	}
+	return string(b)
+}
+
+// newTaskID mints "t-<ms epoch in base36>-<6 hex>": the reference's form
+// plus a random suffix, so that two tasks in one millisecond differ.
+func (f *Fleet) newTaskID() string {
+	return "t-" + strconv.FormatInt(f.cfg.Now().UnixMilli(), 36) + "-" + f.hex(6)
+}
+
+// newTraceID mints the trace id of a spawn (AC-X.4).
+func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
+
+// ---- the instance machine ----
+
+// fireLocked fires ev on inst, persists the new state and publishes the
+// change. A stale event is logged and dropped (false). f.mu must be held.
+func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*serverstore.Instance)) bool {
+	from := inst.m.State()
+	if err := inst.m.Fire(ev); err != nil {
+		var stale *fsmkit.StaleEventError
+		if errors.As(err, &stale) {
+			f.log.Debug().Str("instance", inst.id).Str("event", string(ev)).Str("state", string(from)).Msg("stale instance event dropped")
+		}
+		return false
+	}
+	to := inst.m.State()
+	inst.rec.State = string(to)
+	if mutate != nil {
+		mutate(&inst.rec)
+	}
+	// idle, running and unreachable all come back as unreachable after a
+	// restart, so a move among them need not reach the disk: the hot path
+	// (every prompt and every settle) then costs no fsync.
+	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
+		f.persistInstanceLocked(inst)
+	}
+	f.log.Info().Str("instance", inst.id).Str("agent", inst.agent).Str("traceId", inst.rec.TraceID).
+		Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).Msg("instance transition")
+	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, TaskID: inst.openTask,
+		Event: string(ev), From: string(from), To: string(to)})
+	// idle and running always mean reachable.
+	if (to == StateIdle || to == StateRunning) && ev != EventConnectionLost {
+		if a := f.agents[inst.agent]; a == nil || a.conn == nil {
+			f.fireLockedNoCheck(inst, EventConnectionLost)
+		}
+	}
+	if InstanceTable.IsFinal(to) {
+		inst.endLocked()
+	}
+	return true
+}
+
+// reachabilityState reports the states that a restart restores as
+// unreachable (InstanceTable: idle and running mean reachable).
+func reachabilityState(s InstanceState) bool {
+	return s == StateIdle || s == StateRunning || s == StateUnreachable
+}
+
+// fireLockedNoCheck is fireLocked without the reachability rule (which
+// would recurse).
+func (f *Fleet) fireLockedNoCheck(inst *instance, ev InstanceEvent) {
+	from := inst.m.State()
+	if inst.m.Fire(ev) != nil {
+		return
+	}
+	inst.rec.State = string(inst.m.State())
+	if !reachabilityState(from) {
+		f.persistInstanceLocked(inst)
+	}
+	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, Event: string(ev),
+		From: string(from), To: inst.rec.State})
+}
+
+func (f *Fleet) persistInstanceLocked(inst *instance) {
+	if inst.id == "" {
+		return // not spawned yet: spawn states are not persisted
+	}
+	stored, err := f.store.PutInstance(inst.rec)
+	if err != nil {
+		f.log.Error().Err(err).Str("instance", inst.id).Msg("persist instance")
+		return
+	}
+	inst.rec = stored
+}
+
+func (f *Fleet) persistTaskLocked(t *task) {
+	stored, err := f.store.PutTask(t.rec)
+	if err != nil {
+		f.log.Error().Err(err).Str("task", t.rec.TaskID).Msg("persist task")
+		return
+	}
+	t.rec = stored
+}
+
+func (f *Fleet) setTaskStateLocked(t *task, state string) {
+	if t == nil || t.rec.State == state {
+		return
+	}
+	from := t.rec.State
+	t.rec.State = state
+	f.persistTaskLocked(t)
+	f.publishLocked(Change{Kind: ChangeTaskState, Agent: t.rec.Machine, InstanceID: t.rec.InstanceID, TaskID: t.rec.TaskID,
+		From: from, To: state})
+}
+
+// ---- task_done notification ----
+
+func (f *Fleet) reportOf(td serverstore.TaskDone, order uint64) TaskReport {
+	return TaskReport{
+		Key:                  td.Key(),
+		TaskID:               td.TaskID,
+		InstanceID:           td.InstanceID,
+		Seq:                  td.Seq,
+		Status:               td.Status,
+		Summary:              td.Summary,
+		LastAssistantMessage: td.LastAssistantMessage,
+		TraceID:              td.TraceID,
+		Order:                order,
+	}
+}
+
+func (f *Fleet) enqueueReport(r TaskReport) {
+	f.notifyMu.Lock()
+	f.notifyQ = append(f.notifyQ, r)
+	f.notifyCond.Signal()
+	f.notifyMu.Unlock()
+}
+
+// notifier hands each report to the application, in receipt order, then
+// records the notification (serverstore's exactly-once contract). At
+// Close it finishes the reports already queued, so that Close returns
+// with every received report either notified or still pending in the
+// store.
+func (f *Fleet) notifier() {
+	defer f.wg.Done()
+	for {
+		f.notifyMu.Lock()
+		for len(f.notifyQ) == 0 && f.ctx.Err() == nil {
+			f.notifyCond.Wait()
+		}
+		if len(f.notifyQ) == 0 {
+			f.notifyMu.Unlock()
+			return
+		}
+		r := f.notifyQ[0]
+		f.notifyQ = f.notifyQ[1:]
+		f.notifyMu.Unlock()
+		if f.cfg.OnTaskDone != nil {
+			f.cfg.OnTaskDone(r)
+		}
+		f.mu.Lock()
+		f.publishLocked(Change{Kind: ChangeTaskDone, InstanceID: r.InstanceID, TaskID: r.TaskID, Report: &r})
+		f.mu.Unlock()
+		if err := f.store.MarkNotified(r.Key); err != nil {
+			f.log.Error().Err(err).Str("key", r.Key.String()).Msg("record task_done notification")
+		}
+	}
+}
+
+// ---- subscriptions ----
+
+// ChangeKind says what a Change reports.
+type ChangeKind string
+
+// Change kinds.
+const (
+	ChangeAgentState    ChangeKind = "agent_state"    // a connection transition (From, To, Event)
+	ChangeInstanceState ChangeKind = "instance_state" // an instance transition
+	ChangeTaskState     ChangeKind = "task_state"     // a task's review state
+	ChangeEvent         ChangeKind = "event"          // a worker event (WorkerEvent)
+	ChangeTaskDone      ChangeKind = "task_done"      // a new task_done (Report)
+	ChangeEscalated     ChangeKind = "escalated"      // a task waits for a human (TaskID)
+	ChangeUIRequest     ChangeKind = "ui_request"     // a worker dialog waits for an answer (UI)
+	ChangeSpawnProgress ChangeKind = "spawn_progress" // a spawn step (Event is the phase)
+	ChangeModelDrift    ChangeKind = "model_drift"    // a worker's model changed (Message)
+	ChangeSessions      ChangeKind = "sessions"       // an agent's session inventory changed
+)
+
+// Change is one thing that happened in the fleet.
+type Change struct {
+	Kind       ChangeKind
+	At         time.Time
+	Agent      string
+	InstanceID string
+	TaskID     string
+	// Event is the machine event (state changes), the spawn phase, or the
+	// worker event's type.
+	Event    string
+	From, To string
+	// WorkerEvent is set for ChangeEvent.
+	WorkerEvent *Event
+	// Report is set for ChangeTaskDone.
+	Report *TaskReport
+	// UI is set for ChangeUIRequest.
+	UI *UIRequest
+	// Message is free text (an error, a drift description).
+	Message string
+}
+
+// Subscription receives Changes on C until Close. A subscriber that does
+// not keep up loses changes (counted by Dropped) rather than slowing the
+// fleet down.
+type Subscription struct {
+	C       <-chan Change
+	c       chan Change
+	f       *Fleet
+	dropped uint64
+	closed  bool
+}
+
+// Subscribe returns a subscription whose channel holds up to buffer
+// changes (at least 1).
+func (f *Fleet) Subscribe(buffer int) *Subscription {
+	c := make(chan Change, max(buffer, 1))
+	s := &Subscription{C: c, c: c, f: f}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.state == lifeClosed {
+		s.closeLocked()
+		return s
+	}
+	f.subs[s] = struct{}{}
+	return s
+}
+
+// Close ends the subscription and closes C.
+func (s *Subscription) Close() {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	delete(s.f.subs, s)
+	s.closeLocked()
+}
+
+// Dropped returns how many changes did not fit in the buffer.
+func (s *Subscription) Dropped() uint64 {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	return s.dropped
+}
+
+func (s *Subscription) closeLocked() {
+	if !s.closed {
+		s.closed = true
+		close(s.c)
+	}
+}
+
+func (f *Fleet) publishLocked(c Change) {
+	if len(f.subs) == 0 {
+		return
+	}
+	c.At = f.cfg.Now()
+	for s := range f.subs {
+		select {
+		case s.c <- c:
+		default:
+			s.dropped++
+		}
+	}
+}
+
+// ---- small helpers ----
+
+func rawCommand(id string, fields map[string]any) json.RawMessage {
+	m := make(map[string]any, len(fields)+1)
+	for k, v := range fields {
+		m[k] = v
+	}
+	if id != "" {
+		m["id"] = id
+	}
+	b, _ := json.Marshal(m)
+	return b
+}

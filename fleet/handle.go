@@ -1,0 +1,370 @@
+package fleet
+
+import (
+	"encoding/json"
+	"time"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
+)
+
+// Version is the fleet's version, sent in its hello.
+const Version = "0.1.0"
+
+func hostPlatform() string { return bundle.HostPlatform() }
+
+// handleFrame handles one frame of agent a's connection c, on c's handler
+// goroutine (so frames of one agent are handled in order). Callbacks of
+// the application (prompt progress) run after f.mu is released.
+func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame) {
+	var after []func()
+	f.mu.Lock()
+	if a.conn != c && a.conn != nil {
+		f.mu.Unlock()
+		return // a frame of an older connection
+	}
+	if id := fr.Envelope().ID; id != "" {
+		if w, ok := a.waiters[id]; ok && isAnswer(fr) {
+			delete(a.waiters, id)
+			if w.onAnswer != nil {
+				w.onAnswer(fr)
+			}
+			w.ch <- fr
+			f.mu.Unlock()
+			return
+		}
+	}
+	switch fr := fr.(type) {
+	case *transport.EventFrame:
+		after = f.onEventLocked(a, fr)
+	case *transport.TaskDoneFrame:
+		f.mu.Unlock()
+		f.onTaskDone(a, c, fr)
+		return
+	case *transport.SpawnProgressFrame:
+		after = f.onSpawnProgressLocked(a, fr)
+	case *transport.UIRequestFrame:
+		f.onUIRequestLocked(a, c, fr)
+	case *transport.TaskEscalatedFrame:
+		f.publishLocked(Change{Kind: ChangeEscalated, Agent: a.name, InstanceID: fr.InstanceID, TaskID: fr.TaskID,
+			Message: "worker dialog unanswered: " + fr.Reason})
+	case *transport.ModelDriftFrame:
+		if inst := f.instances[fr.InstanceID]; inst != nil && inst.agent == a.name {
+			m := serverstore.ModelRef{Provider: fr.Actual.Provider, ID: fr.Actual.ID, Thinking: fr.Actual.Thinking}
+			if !fr.Refused {
+				inst.rec.Model = &m
+				f.persistInstanceLocked(inst)
+			}
+			f.publishLocked(Change{Kind: ChangeModelDrift, Agent: a.name, InstanceID: fr.InstanceID,
+				Message: fr.Expected.Provider + "/" + fr.Expected.ID + " → " + fr.Actual.Provider + "/" + fr.Actual.ID})
+		}
+	case *transport.SessionsReportFrame:
+		f.onSessionsLocked(a, session.Report{Machine: a.name, Full: fr.Full, Sessions: sessionInfos(fr.Sessions)})
+	case *transport.SessionsRemovedFrame:
+		f.onSessionsLocked(a, session.Report{Machine: a.name, Removed: fr.Paths})
+	case *transport.SpawnedFrame:
+		// The answer to a spawn whose caller gave up (timeout): nobody
+		// tracks the worker, so it is stopped rather than left running.
+		f.log.Warn().Str("agent", a.name).Str("instance", fr.Instance.InstanceID).Msg("late spawned answer; stopping the untracked worker")
+		_ = c.TrySend(&transport.StopFrame{InstanceID: fr.Instance.InstanceID})
+	case *transport.HelloFrame:
+		// A second hello: ignored, as the reference does.
+	case *transport.ErrorFrame:
+		f.log.Warn().Str("agent", a.name).Str("code", fr.Code).Str("message", fr.Message).Msg("agent reported an error")
+	default:
+		f.log.Debug().Str("agent", a.name).Str("type", fr.FrameType()).Msg("unsolicited frame ignored")
+	}
+	f.mu.Unlock()
+	for _, fn := range after {
+		fn()
+	}
+}
+
+// isAnswer reports whether fr can answer a waiting request.
+func isAnswer(fr transport.Frame) bool {
+	switch fr.(type) {
+	case *transport.SpawnedFrame, *transport.SpawnErrorFrame, *transport.StoppedFrame, *transport.ErrorFrame:
+		return true
+	}
+	return false
+}
+
+// onEventLocked handles one worker line: responses resolve waiting rpc
+// calls, events feed the instance's tally, tail and listeners, and
+// agent_settled moves the machine.
+func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() {
+	inst := f.instances[fr.InstanceID]
+	if inst == nil || inst.agent != a.name {
+		q := a.orphans[fr.InstanceID]
+		if len(q) < maxOrphans && len(a.orphans) < maxOrphans {
+			a.orphans[fr.InstanceID] = append(q, fr)
+		}
+		return nil
+	}
+	if seq, ok := eventSeq(fr); ok {
+		if seq <= inst.rec.LastSeenEventSeq {
+			return nil // replayed twice
+		}
+		// Kept in memory (and written with the record's next change), not
+		// persisted per event: after a restart the tail is empty, and a
+		// replay from an older seq only rebuilds it.
+		inst.rec.LastSeenEventSeq = seq
+	}
+	raw := json.RawMessage(append([]byte(nil), fr.Event...))
+	inst.appendTail(raw)
+	rec, err := pirpc.ParseRecord(raw)
+	if err != nil {
+		return nil
+	}
+	if r := rec.Response; r != nil {
+		if r.Command == "get_state" && r.Success {
+			var st pirpc.State
+			if r.Decode(&st) == nil {
+				inst.snapshot = &st
+				inst.snapshotAt = f.cfg.Now()
+			}
+		}
+		if w, ok := inst.rpcWait[r.ID]; ok && r.ID != "" {
+			delete(inst.rpcWait, r.ID)
+			w <- rpcResult{resp: r}
+		}
+		return nil
+	}
+	ev := rec.Event
+	if ev == nil {
+		return nil
+	}
+	before := inst.tally.Cost
+	inst.tally.Observe(ev)
+	inst.cost += inst.tally.Cost - before
+	inst.activity = activityOf(ev)
+	inst.activityAt = f.cfg.Now()
+	we := Event{InstanceID: inst.id, Agent: a.name, Type: string(ev.Type), Raw: raw, At: inst.activityAt}
+	f.publishLocked(Change{Kind: ChangeEvent, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask,
+		Event: we.Type, WorkerEvent: &we})
+	var after []func()
+	for _, l := range inst.listeners {
+		after = append(after, func() { l(we) })
+	}
+	if ev.Type == pirpc.EventAgentSettled {
+		after = append(after, f.onSettledLocked(inst))
+	}
+	return after
+}
+
+func activityOf(ev *pirpc.Event) string {
+	switch {
+	case ev.Tool != nil && ev.Type == pirpc.EventToolExecutionStart:
+		return "tool " + ev.Tool.ToolName
+	case ev.Type == pirpc.EventMessageUpdate:
+		return "writing"
+	default:
+		return string(ev.Type)
+	}
+}
+
+// onSettledLocked: the worker's run is over (seed §1: running → idle for
+// an untracked run, aborting → idle after an abort); waiting prompts get
+// the last assistant text.
+func (f *Fleet) onSettledLocked(inst *instance) func() {
+	switch inst.m.State() {
+	case StateRunning:
+		if inst.openTask == "" {
+			f.fireLocked(inst, EventSettledUntracked, nil)
+		}
+	case StateAborting:
+		f.fireLocked(inst, EventAbortConfirmed, nil)
+	}
+	return inst.completeRunLocked(inst.tally.LastAssistantText, nil)
+}
+
+// onTaskDone records a task_done durably, fires taskDone when it closes
+// the instance's open task, acks it, and queues the application's
+// notification (serverstore's exactly-once contract).
+func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskDoneFrame) {
+	td := serverstore.TaskDone{
+		TaskID: fr.TaskID, InstanceID: fr.InstanceID, Seq: fr.Seq, Status: string(fr.Status),
+		Summary: fr.Summary, LastAssistantMessage: fr.LastAssistantMessage, TraceID: fr.TraceID,
+	}
+	if s := fr.Stats; s != nil {
+		td.Stats = &serverstore.TaskStats{Turns: s.Turns, ToolCalls: s.ToolCalls, FilesChanged: s.FilesChanged, Cost: s.Cost}
+	}
+	f.mu.Lock()
+	inst := f.instances[fr.InstanceID]
+	t := f.tasks[fr.TaskID]
+	review := inst != nil && t != nil && inst.openTask == fr.TaskID && t.rec.State == string(StateRunning) &&
+		inst.m.Can(EventTaskDone)
+	var stored serverstore.Task
+	rc, err := f.store.RecordTaskDone(td, func(tx *serverstore.Tx) error {
+		if !review {
+			return nil
+		}
+		cur, ok, err := tx.Task(fr.TaskID)
+		if err != nil || !ok {
+			return err
+		}
+		cur.State = string(StateAwaitingReview)
+		stored, err = tx.PutTask(cur)
+		return err
+	})
+	if err != nil {
+		f.mu.Unlock()
+		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done not recorded; not acked (the agent re-sends)")
+		return
+	}
+	if !rc.Duplicate {
+		if t != nil {
+			if review {
+				t.rec = stored
+				f.fireLocked(inst, EventTaskDone, nil)
+				f.publishLocked(Change{Kind: ChangeTaskState, Agent: a.name, InstanceID: inst.id, TaskID: t.rec.TaskID,
+					From: string(StateRunning), To: t.rec.State})
+			} else if fresh, err := f.store.GetTask(fr.TaskID); err == nil {
+				t.rec = fresh
+			}
+			t.markDoneLocked()
+		}
+	}
+	f.mu.Unlock()
+	if err := c.TrySend(&transport.TaskDoneAckFrame{Header: transport.Header{TraceID: fr.TraceID}, TaskID: fr.TaskID, Seq: fr.Seq}); err != nil {
+		f.log.Warn().Err(err).Str("task", fr.TaskID).Msg("task_done_ack not sent; the agent re-sends")
+	}
+	if rc.Duplicate {
+		f.log.Debug().Str("key", rc.Key.String()).Msg("duplicate task_done acked")
+		return
+	}
+	f.enqueueReport(f.reportOf(td, rc.Order))
+}
+
+// onSpawnProgressLocked walks a spawn through requested → spawning →
+// provisioning → degraded_cache.
+func (f *Fleet) onSpawnProgressLocked(a *agentState, fr *transport.SpawnProgressFrame) []func() {
+	inst := a.spawning[fr.SpawnID]
+	if inst == nil {
+		return nil
+	}
+	switch fr.Phase {
+	case transport.SpawnAccepted:
+		f.fireLocked(inst, EventSpawnAccepted, nil)
+	case transport.SpawnProvisioning:
+		if inst.m.State() == StateRequested {
+			f.fireLocked(inst, EventSpawnAccepted, nil)
+		}
+		if inst.m.State() == StateSpawning {
+			f.fireLocked(inst, EventProvisioningStarted, nil)
+		}
+	case transport.SpawnDegraded:
+		if inst.m.State() == StateSpawning {
+			f.fireLocked(inst, EventProvisioningStarted, nil)
+		}
+		if f.fireLocked(inst, EventCacheDegraded, nil) {
+			inst.rec.Degraded = true
+		}
+	}
+	p := SpawnProgress{Phase: string(fr.Phase), Bundle: fr.Bundle, BundleHash: fr.BundleHash, Message: fr.Message,
+		FilesTotal: num(fr.FilesTotal), FilesFetched: num(fr.FilesFetched), FilesReused: num(fr.FilesReused),
+		BytesFetched: num(fr.BytesFetched), BytesReused: num(fr.BytesReused)}
+	f.publishLocked(Change{Kind: ChangeSpawnProgress, Agent: a.name, Event: string(fr.Phase), Message: fr.Message})
+	if fn := inst.onProgress; fn != nil {
+		return []func(){func() { fn(p) }}
+	}
+	return nil
+}
+
+func num(p *float64) int64 {
+	if p == nil {
+		return 0
+	}
+	return int64(*p)
+}
+
+// onSessionsLocked applies a sessions report to the agent's projection
+// and persists it.
+func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) {
+	p := f.projectionLocked(a.name)
+	if _, err := p.ApplyReport(r); err != nil {
+		f.log.Warn().Err(err).Str("agent", a.name).Msg("sessions report refused")
+		return
+	}
+	raw, err := p.MarshalJSON()
+	if err == nil {
+		err = f.store.PutProjection(a.name, raw)
+	}
+	if err != nil {
+		f.log.Warn().Err(err).Str("agent", a.name).Msg("persist session projection")
+	}
+	f.publishLocked(Change{Kind: ChangeSessions, Agent: a.name})
+}
+
+func (f *Fleet) projectionLocked(name string) *session.Projection {
+	p := f.sessions[name]
+	if p == nil {
+		p = session.NewProjection()
+		f.sessions[name] = p
+	}
+	return p
+}
+
+func sessionInfos(in []transport.SessionInfo) []session.SessionInfo {
+	out := make([]session.SessionInfo, 0, len(in))
+	for _, s := range in {
+		out = append(out, session.SessionInfo{
+			SessionID: s.SessionID, Path: s.Path, Name: s.Name, Cwd: s.Cwd, Kind: session.Kind(s.Kind),
+			Pinned: s.Pinned, ParentSession: s.ParentSession, Bundle: s.Bundle, BundleHash: s.BundleHash,
+			GitHead: s.GitHead, TaskIDs: s.TaskIDs, Labels: s.Labels, UpdatedAt: session.Millis(s.UpdatedAt),
+			AttachedInstanceID: s.AttachedInstanceID,
+		})
+	}
+	return out
+}
+
+// Sessions returns the session inventory the agent name last reported.
+func (f *Fleet) Sessions(name string) []session.Record {
+	f.mu.Lock()
+	p := f.sessions[name]
+	f.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Sessions(name)
+}
+
+// onUIRequestLocked answers a worker dialog from the bundle's
+// ui.autoAnswer (matched on the title), or keeps it for the application
+// (AnswerUI) and tells subscribers.
+func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transport.UIRequestFrame) {
+	inst := f.instances[fr.InstanceID]
+	if inst == nil {
+		return
+	}
+	for _, aa := range inst.autoAnswer {
+		if aa.Key != fr.Title {
+			continue
+		}
+		var v any = aa.Text
+		if aa.Bool != nil {
+			v = *aa.Bool
+		}
+		raw, _ := json.Marshal(v)
+		_ = c.TrySend(&transport.UIResponseFrame{Header: transport.Header{TraceID: inst.rec.TraceID},
+			InstanceID: fr.InstanceID, RequestID: fr.RequestID, Value: raw})
+		f.log.Info().Str("instance", inst.id).Str("title", fr.Title).Msg("worker dialog answered by policy")
+		return
+	}
+	req := &UIRequest{InstanceID: fr.InstanceID, RequestID: fr.RequestID, Kind: string(fr.Kind), Title: fr.Title,
+		Message: fr.Message, Options: append([]string(nil), fr.Options...), At: f.cfg.Now()}
+	inst.ui[fr.RequestID] = req
+	f.publishLocked(Change{Kind: ChangeUIRequest, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: req})
+}
+
+// UIRequest is a worker dialog waiting for an answer (AnswerUI).
+type UIRequest struct {
+	InstanceID, RequestID string
+	// Kind is confirm, select or input.
+	Kind, Title, Message string
+	Options              []string
+	At                   time.Time
+}

@@ -1,0 +1,737 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/fsmkit"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
+	"example.com/pifleet/transport/trust"
+)
+
+// instance is the fleet's view of one worker; guarded by Fleet.mu.
+type instance struct {
+	f     *Fleet
+	id    string
+	agent string
+	rec   serverstore.Instance
+	m     fsmkit.Machine[InstanceState, InstanceEvent]
+
+	openTask   string
+	maxRejects int
+	autoAnswer []bundle.AutoAnswer
+	onProgress func(SpawnProgress)
+
+	run        *Run
+	listeners  map[*Run]func(Event)
+	tally      pirpc.Tally
+	tail       []json.RawMessage
+	tailNext   int
+	snapshot   *pirpc.State
+	snapshotAt time.Time
+	activity   string
+	cost       float64
+	activityAt time.Time
+	rpcWait    map[string]chan rpcResult
+	ui         map[string]*UIRequest
+	ended      chan struct{}
+}
+
+func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.Machine[InstanceState, InstanceEvent]) *instance {
+	return &instance{
+		f: f, id: id, agent: agent, rec: rec, m: m,
+		maxRejects: DefaultMaxRejects,
+		listeners:  map[*Run]func(Event){},
+		rpcWait:    map[string]chan rpcResult{},
+		ui:         map[string]*UIRequest{},
+		ended:      make(chan struct{}),
+	}
+}
+
+func (inst *instance) appendTail(raw json.RawMessage) {
+	n := inst.f.cfg.TailBuffer
+	if len(inst.tail) < n {
+		inst.tail = append(inst.tail, raw)
+		return
+	}
+	inst.tail[inst.tailNext] = raw
+	inst.tailNext = (inst.tailNext + 1) % n
+}
+
+func (inst *instance) tailCopy() []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(inst.tail))
+	out = append(out, inst.tail[inst.tailNext:]...)
+	return append(out, inst.tail[:inst.tailNext]...)
+}
+
+// endLocked: the instance reached a final state; everybody waiting on it
+// is released.
+func (inst *instance) endLocked() {
+	select {
+	case <-inst.ended:
+	default:
+		close(inst.ended)
+	}
+	inst.completeRunLocked("", fmt.Errorf("%w: %s is %s", ErrInstanceEnded, inst.id, inst.m.State()))()
+	for id, w := range inst.rpcWait {
+		close(w)
+		delete(inst.rpcWait, id)
+	}
+}
+
+// completeRunLocked ends the prompt in flight and returns what releases
+// its waiters; the caller runs it once the callbacks of the run's last
+// events were run, so that a Prompt never returns before its OnEvent saw
+// agent_settled.
+func (inst *instance) completeRunLocked(text string, err error) func() {
+	r := inst.run
+	if r == nil {
+		return func() {}
+	}
+	inst.run = nil
+	delete(inst.listeners, r)
+	r.text, r.err = text, err
+	return func() { close(r.done) }
+}
+
+// Event is one line of a worker's stdout, as the agent forwarded it.
+type Event struct {
+	InstanceID string
+	Agent      string
+	// Type is the pi event type (message_update, tool_execution_start,
+	// agent_settled, …).
+	Type string
+	// Raw is the line, verbatim.
+	Raw json.RawMessage
+	At  time.Time
+}
+
+// SpawnProgress is one step of a spawn the agent reported.
+type SpawnProgress struct {
+	// Phase is accepted, provisioning, degraded or starting.
+	Phase, Bundle, BundleHash, Message    string
+	FilesTotal, FilesFetched, FilesReused int64
+	BytesFetched, BytesReused             int64
+}
+
+// SpawnOptions tune a spawn.
+type SpawnOptions struct {
+	// PinnedHash makes the agent refuse any other version of the bundle.
+	PinnedHash string
+	// Model overrides the bundle's model policy.
+	Model *transport.ModelRef
+	// FromSession starts the worker from a copy of a session (a path or
+	// "baseline:NAME").
+	FromSession string
+	// Env is added to the worker's environment.
+	Env map[string]string
+	// Budget limits the worker's spend.
+	Budget *transport.Budget
+	// TraceID follows the spawn and every task of the instance across
+	// server and agent logs; minted when empty (AC-X.4).
+	TraceID string
+	// OnProgress, when set, receives the agent's spawn progress (files and
+	// bytes fetched), in order, on the agent's frame goroutine: it must be
+	// quick.
+	OnProgress func(SpawnProgress)
+}
+
+// Instance is a handle on one worker instance.
+type Instance struct {
+	f  *Fleet
+	id string
+}
+
+// ID returns the instance id the agent assigned.
+func (i *Instance) ID() string { return i.id }
+
+// Instance returns a handle on a tracked instance.
+func (f *Fleet) Instance(id string) (*Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.instances[id] == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
+	}
+	return &Instance{f: f, id: id}, nil
+}
+
+// State returns the instance's current state.
+func (i *Instance) State() InstanceState {
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	if inst := i.f.instances[i.id]; inst != nil {
+		return inst.m.State()
+	}
+	return ""
+}
+
+// Ended is closed when the instance reached stopped or failed.
+func (i *Instance) Ended() <-chan struct{} {
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	if inst := i.f.instances[i.id]; inst != nil {
+		return inst.ended
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// Spawn starts a worker of bundle on agent machine in cwd. The bundle's
+// manifest is read from the registry root and checked against the agent's
+// platform before any frame is sent (a *bundle.PlatformError). A refusal
+// of the agent is a *SpawnError with its spawn_error code. Spawn returns
+// once the instance is idle (spawned), or failed.
+func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts SpawnOptions) (*Instance, error) {
+	if f.cfg.RegistryRoot == "" {
+		return nil, &ConfigError{Field: "RegistryRoot", Reason: "Spawn needs a registry"}
+	}
+	man, err := registry.Show(f.cfg.RegistryRoot, bundleName)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: spawn: %w", err)
+	}
+	var mrPtr *float64
+	if man.Review != nil {
+		mrPtr = man.Review.MaxRejects
+	}
+	maxRejects, err := ResolveMaxRejects(mrPtr)
+	if err != nil {
+		return nil, err
+	}
+	traceID := opts.TraceID
+	if traceID == "" {
+		traceID = f.newTraceID()
+	}
+	env := map[string]string{}
+	for k, v := range opts.Env {
+		env[k] = v
+	}
+
+	f.mu.Lock()
+	a, c, err := f.connForLocked(machine, trust.OpSpawn)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if err := man.CheckPlatform(a.platform()); err != nil {
+		f.mu.Unlock()
+		return nil, err // before any frame
+	}
+	if f.regURL != "" {
+		if _, set := env["PI_FLEET_SERVER"]; !set {
+			env["PI_FLEET_SERVER"] = f.regURL
+		}
+	}
+	rec := serverstore.Instance{Machine: machine, Cwd: cwd, Bundle: bundleName, BundleHash: man.BundleHash,
+		TraceID: traceID, State: string(StateRequested)}
+	if opts.PinnedHash != "" {
+		rec.BundleHash = opts.PinnedHash
+	}
+	if opts.Model != nil {
+		rec.Model = &serverstore.ModelRef{Provider: opts.Model.Provider, ID: opts.Model.ID, Thinking: opts.Model.Thinking}
+	}
+	inst := newInstance(f, "", machine, rec, InstanceTable.Start())
+	inst.maxRejects = maxRejects
+	inst.onProgress = opts.OnProgress
+	if man.UI != nil {
+		inst.autoAnswer = man.UI.AutoAnswer
+	}
+	fr := &transport.SpawnFrame{Header: transport.Header{ID: "spawn-" + f.hex(12), TraceID: traceID},
+		Cwd: cwd, Bundle: bundleName, BundleHash: opts.PinnedHash, FromSession: opts.FromSession,
+		Model: opts.Model, Budget: opts.Budget}
+	if len(env) > 0 {
+		fr.Env = env
+	}
+	spawnID := fr.ID
+	var spawnErr error
+	w, err := f.requestLocked(a, c, fr, func(ans transport.Frame) {
+		delete(a.spawning, spawnID)
+		switch ans := ans.(type) {
+		case *transport.SpawnedFrame:
+			f.spawnedLocked(a, inst, &ans.Instance)
+		case *transport.SpawnErrorFrame:
+			spawnErr = &SpawnError{Agent: machine, Bundle: bundleName, Code: ans.Code, Message: ans.Message}
+			f.fireLocked(inst, EventSpawnError, nil)
+		case *transport.ErrorFrame:
+			spawnErr = &SpawnError{Agent: machine, Bundle: bundleName, Code: ans.Code, Message: ans.Message}
+			f.fireLocked(inst, EventSpawnError, nil)
+		}
+	})
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	a.spawning[spawnID] = inst
+	f.log.Info().Str("agent", machine).Str("bundle", bundleName).Str("traceId", traceID).Msg("spawn sent")
+	f.mu.Unlock()
+
+	wctx, cancel := context.WithTimeout(ctx, f.cfg.SpawnTimeout)
+	defer cancel()
+	_, err = await(wctx, w)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		delete(a.waiters, spawnID)
+		delete(a.spawning, spawnID)
+		f.fireLocked(inst, EventSpawnError, nil)
+		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
+	}
+	if spawnErr != nil {
+		return nil, spawnErr
+	}
+	return &Instance{f: f, id: inst.id}, nil
+}
+
+// spawnedLocked registers a spawned instance: the steps the agent did not
+// report are fired first (a TypeScript agent answers spawned at once).
+func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.InstanceInfo) {
+	inst.id = info.InstanceID
+	inst.rec.InstanceID = info.InstanceID
+	if info.BundleHash != "" {
+		inst.rec.BundleHash = info.BundleHash
+	}
+	if info.Model != nil {
+		inst.rec.Model = &serverstore.ModelRef{Provider: info.Model.Provider, ID: info.Model.ID, Thinking: info.Model.Thinking}
+	}
+	inst.rec.SessionPath = info.SessionPath
+	if inst.m.State() == StateRequested {
+		f.fireLocked(inst, EventSpawnAccepted, nil)
+	}
+	if inst.m.State() == StateSpawning {
+		f.fireLocked(inst, EventProvisioningStarted, nil)
+	}
+	f.instances[inst.id] = inst
+	f.fireLocked(inst, EventSpawned, nil)
+	for _, ev := range a.orphans[inst.id] {
+		f.onEventLocked(a, ev)
+	}
+	delete(a.orphans, inst.id)
+}
+
+// lookupLocked returns the instance and its agent's connection, checked
+// against the agent's trust policy for op.
+func (f *Fleet) lookupLocked(id string, op trust.Operation) (*instance, *agentState, *transport.Conn, error) {
+	inst := f.instances[id]
+	if inst == nil {
+		return nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
+	}
+	a, c, err := f.connForLocked(inst.agent, op)
+	return inst, a, c, err
+}
+
+// ---- prompts ----
+
+// Run is a prompt in flight (Instance.PromptAsync).
+type Run struct {
+	done chan struct{}
+	text string
+	err  error
+}
+
+// Done is closed when the run settled (or the instance ended).
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Result returns the final assistant message once Done is closed.
+func (r *Run) Result() (string, error) {
+	select {
+	case <-r.done:
+		return r.text, r.err
+	default:
+		return "", errors.New("fleet: run not settled yet")
+	}
+}
+
+// Wait waits for the run to settle and returns the final assistant
+// message.
+func (r *Run) Wait(ctx context.Context) (string, error) {
+	select {
+	case <-r.done:
+		return r.text, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// PromptOptions tune a prompt.
+type PromptOptions struct {
+	// OnEvent receives every event of the worker while the prompt runs,
+	// in order, on the agent's frame goroutine: it must be quick.
+	OnEvent func(Event)
+}
+
+// Prompt sends text to an idle worker and waits until it settled,
+// returning the final assistant message. Progress streams to
+// opts.OnEvent. While the instance is in a review state the prompt asks
+// for evidence and moves nothing.
+func (i *Instance) Prompt(ctx context.Context, text string, opts PromptOptions) (string, error) {
+	r, err := i.PromptAsync(ctx, text, opts)
+	if err != nil {
+		return "", err
+	}
+	return r.Wait(ctx)
+}
+
+// PromptAsync sends text and returns at once; the Run settles later.
+func (i *Instance) PromptAsync(_ context.Context, text string, opts PromptOptions) (*Run, error) {
+	return i.f.prompt(i.id, text, "", opts)
+}
+
+func (f *Fleet) prompt(id, text, taskID string, opts PromptOptions) (*Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
+	if err != nil {
+		return nil, err
+	}
+	st := inst.m.State()
+	review := st == StateAwaitingReview || st == StateVerifying || st == StateEscalated
+	if !inst.m.Can(EventPromptDelivered) && !(review && taskID == "") {
+		return nil, &StateError{Kind: "instance", ID: id, State: string(st), Op: "prompt"}
+	}
+	if inst.run != nil {
+		return nil, &StateError{Kind: "instance", ID: id, State: string(st) + " (a prompt is in flight)", Op: "prompt"}
+	}
+	cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: text})
+	fr := &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: cmd, TaskID: taskID}
+	if err := c.TrySend(fr); err != nil {
+		return nil, err
+	}
+	r := &Run{done: make(chan struct{})}
+	inst.run = r
+	inst.tally = pirpc.Tally{}
+	if opts.OnEvent != nil {
+		inst.listeners[r] = opts.OnEvent
+	}
+	if taskID != "" {
+		inst.openTask = taskID
+	}
+	if !review {
+		f.fireLocked(inst, EventPromptDelivered, nil)
+	}
+	return r, nil
+}
+
+// Steer queues a message delivered after the worker's current turn. It
+// fires nothing.
+func (i *Instance) Steer(_ context.Context, text string) error {
+	return i.f.sendCommand(i.id, pirpc.Steer{Message: text})
+}
+
+// FollowUp queues a message delivered when the worker would stop.
+func (i *Instance) FollowUp(_ context.Context, text string) error {
+	return i.f.sendCommand(i.id, pirpc.FollowUp{Message: text})
+}
+
+func (f *Fleet) sendCommand(id string, cmd pirpc.Command) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
+	if err != nil {
+		return err
+	}
+	raw, err := pirpc.EncodeCommand("", cmd)
+	if err != nil {
+		return err
+	}
+	return c.TrySend(&transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: raw})
+}
+
+// Abort stops the worker's current run (running → aborting → idle once it
+// settled). A tracked task in flight is marked aborted first, so its
+// task_done starts no review.
+func (i *Instance) Abort(_ context.Context) error {
+	f := i.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst, _, c, err := f.lookupLocked(i.id, trust.OpSteer)
+	if err != nil {
+		return err
+	}
+	if !inst.m.Can(EventAbortRequested) {
+		return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "abort"}
+	}
+	if err := f.sendAbortLocked(inst, c); err != nil {
+		return err
+	}
+	if t := f.tasks[inst.openTask]; t != nil {
+		f.setTaskStateLocked(t, TaskAborted)
+	}
+	inst.openTask = ""
+	f.fireLocked(inst, EventAbortRequested, nil)
+	return nil
+}
+
+func (f *Fleet) sendAbortLocked(inst *instance, c *transport.Conn) error {
+	raw, _ := pirpc.EncodeCommand("", pirpc.Abort{})
+	return c.TrySend(&transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: inst.id, Command: raw})
+}
+
+// Stop stops the worker (graceful: abort, close stdin; forced after the
+// agent's grace period) and waits for the agent's stopped answer.
+func (i *Instance) Stop(ctx context.Context) error {
+	f := i.f
+	f.mu.Lock()
+	inst, a, c, err := f.lookupLocked(i.id, trust.OpSpawn)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if !inst.m.Can(EventStopRequested) {
+		f.mu.Unlock()
+		return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "stop"}
+	}
+	w, err := f.sendStopLocked(inst, a, c)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	if t := f.tasks[inst.openTask]; t != nil && isOpenTaskState(t.rec.State) {
+		f.setTaskStateLocked(t, TaskStopped)
+	}
+	inst.openTask = ""
+	f.fireLocked(inst, EventStopRequested, nil)
+	f.mu.Unlock()
+	return f.awaitEnd(ctx, inst, w)
+}
+
+// sendStopLocked queues a stop whose answer fires stoppedGracefully,
+// stoppedForced or (unknown_instance) workerGone.
+func (f *Fleet) sendStopLocked(inst *instance, a *agentState, c *transport.Conn) (*waiter, error) {
+	return f.requestLocked(a, c, &transport.StopFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: inst.id},
+		f.stopAnswer(inst))
+}
+
+// stopAnswer handles the answer to a stop (or to a task_accept with
+// disposition stop): stopped {forced} ends the instance, an
+// unknown_instance error says the worker is already gone.
+func (f *Fleet) stopAnswer(inst *instance) func(transport.Frame) {
+	return func(ans transport.Frame) {
+		switch ans := ans.(type) {
+		case *transport.StoppedFrame:
+			if ans.SessionPath != "" {
+				inst.rec.SessionPath = ans.SessionPath
+			}
+			if ans.Forced {
+				f.fireLocked(inst, EventStoppedForced, func(r *serverstore.Instance) { r.EndReason = "forced" })
+			} else {
+				f.fireLocked(inst, EventStoppedGracefully, nil)
+			}
+		case *transport.ErrorFrame:
+			if ans.Code == "unknown_instance" {
+				f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone" })
+			}
+		}
+	}
+}
+
+func (f *Fleet) awaitEnd(ctx context.Context, inst *instance, w *waiter) error {
+	ans, err := await(ctx, w)
+	if err != nil {
+		return err
+	}
+	if e, ok := ans.(*transport.ErrorFrame); ok && e.Code != "unknown_instance" {
+		return fmt.Errorf("fleet: stop %s: agent answered %s: %s", inst.id, e.Code, e.Message)
+	}
+	return nil
+}
+
+// ---- raw rpc, state, model ----
+
+// RPC sends one pi RPC command (a JSON object) to the worker and returns
+// pi's response. An id is added to the command (the agent forwards the
+// response as an event carrying it).
+func (i *Instance) RPC(ctx context.Context, command json.RawMessage) (*pirpc.Response, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(command, &fields); err != nil || fields == nil {
+		return nil, fmt.Errorf("fleet: rpc command must be a JSON object: %w", err)
+	}
+	return i.f.rpc(ctx, i.id, fields, trust.OpSteer)
+}
+
+// rpcResult is pi's response to an rpc, or the agent's error frame.
+type rpcResult struct {
+	resp *pirpc.Response
+	err  error
+}
+
+func (f *Fleet) rpc(ctx context.Context, id string, fields map[string]any, op trust.Operation) (*pirpc.Response, error) {
+	f.mu.Lock()
+	inst, a, c, err := f.lookupLocked(id, op)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	rid := "rpc-" + f.hex(10)
+	ch := make(chan rpcResult, 1)
+	// The frame carries the same id as the command: pi's response comes
+	// back as an event with it, and an agent that refuses the frame
+	// (model_pinned, unknown_instance, …) echoes it on its error.
+	fr := &transport.RPCFrame{Header: transport.Header{ID: rid, TraceID: inst.rec.TraceID}, InstanceID: id, Command: rawCommand(rid, fields)}
+	if err := c.TrySend(fr); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	inst.rpcWait[rid] = ch
+	a.waiters[rid] = &waiter{ch: make(chan transport.Frame, 1), onAnswer: func(ans transport.Frame) {
+		if e, ok := ans.(*transport.ErrorFrame); ok {
+			if w, ok := inst.rpcWait[rid]; ok {
+				delete(inst.rpcWait, rid)
+				w <- rpcResult{err: &transport.RemoteError{Code: e.Code, Message: e.Message}}
+			}
+		}
+	}}
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+	defer cancel()
+	defer func() {
+		f.mu.Lock()
+		delete(inst.rpcWait, rid)
+		delete(a.waiters, rid)
+		f.mu.Unlock()
+	}()
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrInstanceEnded, id)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.resp, r.resp.Err()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *Fleet) requestTimeout() time.Duration {
+	if f.cfg.Conn.RequestTimeout > 0 {
+		return f.cfg.Conn.RequestTimeout
+	}
+	return transport.DefaultRequestTimeout
+}
+
+// GetState asks the worker for its state (get_state) and keeps it as the
+// instance's snapshot.
+func (i *Instance) GetState(ctx context.Context) (*pirpc.State, error) {
+	r, err := i.f.rpc(ctx, i.id, map[string]any{"type": "get_state"}, trust.OpView)
+	if err != nil {
+		return nil, err
+	}
+	var st pirpc.State
+	if err := r.Decode(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// SetModel switches the worker's model (pi's set_model); a worker whose
+// model is pinned refuses.
+func (i *Instance) SetModel(ctx context.Context, provider, modelID string) error {
+	_, err := i.f.rpc(ctx, i.id, map[string]any{"type": "set_model", "provider": provider, "modelId": modelID}, trust.OpSteer)
+	if err != nil {
+		return err
+	}
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	if inst := i.f.instances[i.id]; inst != nil {
+		inst.rec.Model = &serverstore.ModelRef{Provider: provider, ID: modelID}
+		i.f.persistInstanceLocked(inst)
+	}
+	return nil
+}
+
+// PinModel pins (or unpins) the worker's model: while pinned the agent
+// refuses model changes and reports drift (pifleet agents only).
+func (i *Instance) PinModel(ctx context.Context, pin bool) error {
+	_, err := i.f.request(ctx, i.id, trust.OpSteer, true, func(inst *instance) transport.Frame {
+		return &transport.ModelPinFrame{InstanceID: inst.id, Pin: pin}
+	})
+	return err
+}
+
+// Output is what the fleet holds of a worker's output.
+type Output struct {
+	// Tail is the latest events, oldest first (Config.TailBuffer).
+	Tail []json.RawMessage
+	// State is a get_state snapshot: fresh when the agent is reachable,
+	// else the last one taken (SnapshotAt says when).
+	State      *pirpc.State
+	SnapshotAt time.Time
+	// LastAssistant is the latest assistant text seen.
+	LastAssistant string
+}
+
+// Output returns the buffered tail and a state snapshot.
+func (i *Instance) Output(ctx context.Context) (Output, error) {
+	f := i.f
+	f.mu.Lock()
+	inst := f.instances[i.id]
+	if inst == nil {
+		f.mu.Unlock()
+		return Output{}, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
+	}
+	reachable := !InstanceTable.IsFinal(inst.m.State()) && inst.m.State() != StateUnreachable
+	f.mu.Unlock()
+	if reachable {
+		if _, err := i.GetState(ctx); err != nil {
+			f.log.Debug().Err(err).Str("instance", i.id).Msg("output: snapshot not refreshed")
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Output{Tail: inst.tailCopy(), State: inst.snapshot, SnapshotAt: inst.snapshotAt,
+		LastAssistant: inst.tally.LastAssistantText}, nil
+}
+
+// request sends a request frame built by mk (called with f.mu held: it
+// must not call back into the fleet) and waits for its answer (a
+// transport-level request: the answer is not handled in order with
+// events).
+func (f *Fleet) request(ctx context.Context, id string, op trust.Operation, needPifleet bool,
+	mk func(*instance) transport.Frame) (transport.Frame, error) {
+	f.mu.Lock()
+	inst, a, c, err := f.lookupLocked(id, op)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if needPifleet && !a.pifleet {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNotSupported, a.name)
+	}
+	fr := mk(inst)
+	fr.Envelope().TraceID = inst.rec.TraceID
+	f.mu.Unlock()
+	return c.Request(ctx, fr)
+}
+
+// AnswerUI answers a worker dialog that policy did not answer. value is
+// a string, a bool, or nil (cancel).
+func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, value any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst, _, c, err := f.lookupLocked(instanceID, trust.OpSteer)
+	if err != nil {
+		return err
+	}
+	if inst.ui[requestID] == nil {
+		return fmt.Errorf("%w: %s of %s", ErrUnknownUIRequest, requestID, instanceID)
+	}
+	raw, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	if err := c.TrySend(&transport.UIResponseFrame{Header: transport.Header{TraceID: inst.rec.TraceID},
+		InstanceID: instanceID, RequestID: requestID, Value: raw}); err != nil {
+		return err
+	}
+	delete(inst.ui, requestID)
+	return nil
+}

@@ -1,0 +1,121 @@
+package fleet
+
+import (
+	"context"
+
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+// reconcile runs once per established connection (seed §6, AC-3.8): list
+// the agent's instances, catch up on each live worker's missed events
+// (events_since, pifleet agents), take a get_state snapshot, and fire
+// the outcome on every instance of the agent.
+//
+// known are the agent's instances when the connection was established:
+// one spawned later is not in the list's answer and is not lost.
+func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
+	ctx, cancel := context.WithTimeout(f.ctx, f.requestTimeout())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if len(known) == 0 {
+		return
+	}
+	ans, err := c.Request(ctx, &transport.ListFrame{})
+	if err != nil {
+		f.log.Warn().Err(err).Str("agent", a.name).Msg("reconcile: list failed")
+		return
+	}
+	list, ok := ans.(*transport.InstancesFrame)
+	if !ok {
+		f.log.Warn().Str("agent", a.name).Str("type", ans.FrameType()).Msg("reconcile: list answered with another frame")
+		return
+	}
+	listed := make(map[string]transport.InstanceInfo, len(list.Instances))
+	for _, in := range list.Instances {
+		listed[in.InstanceID] = in
+	}
+
+	f.mu.Lock()
+	var live []*instance
+	for _, inst := range known {
+		if InstanceTable.IsFinal(inst.m.State()) {
+			continue
+		}
+		info, ok := listed[inst.id]
+		if ok && info.State == transport.InstanceRunning {
+			live = append(live, inst)
+			continue
+		}
+		reason := "not listed by the agent after a reconnect"
+		if ok {
+			reason = "agent reports it " + string(info.State)
+			if info.SessionPath != "" {
+				inst.rec.SessionPath = info.SessionPath
+			}
+		}
+		f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone: " + reason })
+	}
+	pifleet := a.pifleet
+	f.mu.Unlock()
+
+	for _, inst := range live {
+		f.mu.Lock()
+		since := inst.rec.LastSeenEventSeq
+		f.mu.Unlock()
+		// A pifleet agent numbers every event, so since 0 means none was
+		// seen: the whole ring is missed.
+		if pifleet {
+			if _, err := c.Request(ctx, &transport.EventsSinceFrame{InstanceID: inst.id, Since: float64(since)}); err != nil {
+				f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: events replay failed")
+			}
+		}
+		_, err := f.rpc(ctx, inst.id, map[string]any{"type": "get_state"}, trust.OpView)
+		if err != nil {
+			f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: get_state failed; left as it is")
+			continue
+		}
+		f.mu.Lock()
+		streaming := inst.snapshot != nil && inst.snapshot.IsStreaming
+		f.applySnapshotLocked(a, c, inst, streaming)
+		f.mu.Unlock()
+	}
+}
+
+// applySnapshotLocked fires the reconcile outcome of a live worker and
+// re-sends the command of a state that was waiting for the connection.
+func (f *Fleet) applySnapshotLocked(a *agentState, c *transport.Conn, inst *instance, streaming bool) {
+	switch inst.m.State() {
+	case StateUnreachable:
+		if streaming {
+			f.fireLocked(inst, EventReconnectedRunning, nil)
+		} else {
+			f.fireLocked(inst, EventReconnectedIdle, nil)
+			inst.completeRunLocked(inst.tally.LastAssistantText, nil)()
+		}
+	case StateAborting:
+		if streaming {
+			_ = f.sendAbortLocked(inst, c)
+		} else {
+			f.fireLocked(inst, EventAbortConfirmed, nil)
+			inst.completeRunLocked(inst.tally.LastAssistantText, nil)()
+		}
+	case StateStopping:
+		if _, err := f.sendStopLocked(inst, a, c); err != nil {
+			f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: stop not re-sent")
+		}
+	case StateRevising:
+		if t := f.tasks[inst.openTask]; t != nil {
+			if err := f.deliverFeedbackLocked(t, inst, a, c); err != nil {
+				f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: feedback not re-sent")
+			}
+		}
+	}
+}

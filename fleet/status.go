@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"example.com/pifleet/dialer"
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+// AgentStatus is one agent as the fleet sees it.
+type AgentStatus struct {
+	Name      string
+	Addresses []string
+	// Source is static, tailnet, inbound or restored.
+	Source string
+	// State is the connection machine's state (seed §2).
+	State transport.ConnState
+	// Machine, User: who the agent is (whois, or its hello).
+	Machine, User string
+	Policy        trust.Policy
+	Platform      string
+	Version       string
+	Capabilities  []string
+	Addr          string
+	ConnectedAt   time.Time
+	LostAt        time.Time
+	LastError     string
+	// Dial is the dialer's record of the agent, when it tracks one.
+	Dial *dialer.TargetStatus
+}
+
+// InstanceStatus is one instance as the fleet sees it.
+type InstanceStatus struct {
+	InstanceID, Agent, Cwd string
+	State                  InstanceState
+	Bundle, BundleHash     string
+	Model                  *serverstore.ModelRef
+	Degraded               bool
+	TraceID                string
+	OpenTask               string
+	// Activity is what the worker did last (tool name, writing, …).
+	Activity   string
+	ActivityAt time.Time
+	// Cost is the spend seen in the worker's events since the fleet
+	// tracks it.
+	Cost       float64
+	EndReason  string
+	PendingUI  []UIRequest
+	SessionRef string
+}
+
+// Status is a snapshot of the whole fleet.
+type Status struct {
+	Agents    []AgentStatus
+	Instances []InstanceStatus
+	Tasks     []TaskInfo
+}
+
+// Status returns the agents, instances and tasks. The dialer's view is
+// asked for within ctx.
+func (f *Fleet) Status(ctx context.Context) Status {
+	var dials map[string]dialer.TargetStatus
+	f.mu.Lock()
+	started := f.state == lifeStarted
+	f.mu.Unlock()
+	if started {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		if snap, err := f.dial.Snapshot(sctx); err == nil {
+			dials = make(map[string]dialer.TargetStatus, len(snap))
+			for _, t := range snap {
+				dials[t.ID] = t
+			}
+		}
+		cancel()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var st Status
+	for _, a := range f.agents {
+		as := AgentStatus{Name: a.name, Addresses: slices.Clone(a.addrs), Source: a.source, State: a.m.State(),
+			Machine: a.identity.Machine, User: a.identity.User, Policy: a.policy, Addr: a.addr,
+			ConnectedAt: a.connectedAt, LostAt: a.lostAt, LastError: a.lastErr}
+		if h := a.hello; h != nil {
+			as.Platform, as.Version, as.Capabilities = h.Platform, h.PackageVersion, slices.Clone(h.Capabilities)
+		}
+		if d, ok := dials[a.name]; ok {
+			as.Dial = &d
+		}
+		st.Agents = append(st.Agents, as)
+	}
+	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
+	for _, inst := range f.instances {
+		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
+			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: inst.rec.Model, Degraded: inst.rec.Degraded,
+			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
+			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath}
+		for _, u := range inst.ui {
+			is.PendingUI = append(is.PendingUI, *u)
+		}
+		st.Instances = append(st.Instances, is)
+	}
+	sortBy(st.Instances, func(i InstanceStatus) string { return i.InstanceID })
+	for _, t := range f.tasks {
+		st.Tasks = append(st.Tasks, infoOf(t.rec))
+	}
+	sortBy(st.Tasks, func(t TaskInfo) string { return t.TaskID })
+	return st
+}
+
+func sortBy[T any](s []T, key func(T) string) {
+	slices.SortFunc(s, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+}

@@ -1,0 +1,344 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
+	"example.com/pifleet/transport/trust"
+)
+
+// Task states outside the review cycle (a task's State otherwise mirrors
+// its instance's review state: running, awaiting_review, verifying,
+// accepted, revising, escalated).
+const (
+	TaskAborted = "aborted" // Abort while it ran
+	TaskStopped = "stopped" // Stop before a verdict
+	TaskEnded   = "ended"   // accepted and its disposition carried out
+)
+
+// task is the fleet's record of one tracked task; guarded by Fleet.mu.
+type task struct {
+	rec  serverstore.Task
+	done chan struct{} // closed on its first task_done
+}
+
+func (t *task) markDoneLocked() {
+	select {
+	case <-t.done:
+	default:
+		close(t.done)
+	}
+}
+
+// TaskReport is a task_done as the application is told of it.
+type TaskReport struct {
+	// Key is the dedupe key (instance, task, seq): a handler that must act
+	// exactly once is idempotent on it.
+	Key        serverstore.DedupeKey
+	TaskID     string
+	InstanceID string
+	Seq        float64
+	// Status is settled, budget_exceeded or aborted.
+	Status               string
+	Summary              string
+	LastAssistantMessage string
+	TraceID              string
+	// Order is the receipt order across the server's life.
+	Order uint64
+}
+
+// TaskInfo describes a task and its review.
+type TaskInfo struct {
+	TaskID, InstanceID, Agent, Prompt, TraceID string
+	// State is the review state (see the task state constants).
+	State      string
+	Rejects    int
+	MaxRejects int
+	Feedback   []serverstore.Feedback
+	LastDone   *serverstore.TaskDone
+	Verdict    string
+}
+
+func infoOf(rec serverstore.Task) TaskInfo {
+	return TaskInfo{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Agent: rec.Machine, Prompt: rec.Prompt,
+		TraceID: rec.TraceID, State: rec.State, Rejects: rec.Rejects, MaxRejects: rec.MaxRejects,
+		Feedback: append([]serverstore.Feedback(nil), rec.Feedback...), LastDone: rec.LastDone, Verdict: rec.Verdict}
+}
+
+// Task is a handle on one tracked task.
+type Task struct {
+	f  *Fleet
+	id string
+}
+
+// ID returns the task id.
+func (t *Task) ID() string { return t.id }
+
+// Task returns a handle on a tracked task.
+func (f *Fleet) Task(id string) (*Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tasks[id] == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
+	}
+	return &Task{f: f, id: id}, nil
+}
+
+// Info returns the task's current record.
+func (t *Task) Info() TaskInfo {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	if tk := t.f.tasks[t.id]; tk != nil {
+		return infoOf(tk.rec)
+	}
+	return TaskInfo{TaskID: t.id}
+}
+
+// Done is closed when the task's first task_done was recorded.
+func (t *Task) Done() <-chan struct{} {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	return t.f.tasks[t.id].done
+}
+
+// Submit sends text to an idle worker as a tracked task: the agent
+// reports its end with a durable task_done (Config.OnTaskDone hears of it
+// exactly once) and the instance waits in awaiting_review for a verdict.
+func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) (*Task, error) {
+	f := i.f
+	id := f.newTaskID()
+	f.mu.Lock()
+	inst := f.instances[i.id]
+	if inst == nil {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
+	}
+	if !inst.m.Can(EventPromptDelivered) {
+		st := inst.m.State()
+		f.mu.Unlock()
+		return nil, &StateError{Kind: "instance", ID: i.id, State: string(st), Op: "submit a task to"}
+	}
+	t := &task{done: make(chan struct{}), rec: serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,
+		Prompt: text, TraceID: inst.rec.TraceID, State: string(StateRunning), MaxRejects: inst.maxRejects}}
+	// Recorded before it is sent: a task_done can never name a task the
+	// store does not know.
+	f.persistTaskLocked(t)
+	f.tasks[id] = t
+	f.mu.Unlock()
+	if _, err := f.prompt(i.id, text, id, opts); err != nil {
+		f.mu.Lock()
+		delete(f.tasks, id)
+		_, _ = f.store.DeleteTask(id)
+		f.mu.Unlock()
+		return nil, err
+	}
+	return &Task{f: f, id: id}, nil
+}
+
+// reviewLocked returns the task, its instance and the agent connection
+// for a verdict, firing the implicit reviewStarted from awaiting_review.
+func (f *Fleet) reviewLocked(taskID, op string, from ...InstanceState) (*task, *instance, *agentState, *transport.Conn, error) {
+	t := f.tasks[taskID]
+	if t == nil {
+		return nil, nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownTask, taskID)
+	}
+	inst, a, c, err := f.lookupLocked(t.rec.InstanceID, trust.OpSteer)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if inst.openTask != taskID {
+		return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: t.rec.State, Op: op}
+	}
+	if inst.m.State() == StateAwaitingReview {
+		f.fireLocked(inst, EventReviewStarted, nil)
+		f.setTaskStateLocked(t, string(StateVerifying))
+	}
+	for _, s := range from {
+		if inst.m.State() == s {
+			return t, inst, a, c, nil
+		}
+	}
+	return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: string(inst.m.State()), Op: op}
+}
+
+// StartReview marks the start of the application's review
+// (awaiting_review → verifying). Verdicts start it implicitly.
+func (t *Task) StartReview(context.Context) error {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	_, _, _, _, err := t.f.reviewLocked(t.id, "review", StateVerifying)
+	return err
+}
+
+// Accept accepts the task (task_accept): with DispositionKeepIdle the
+// worker stays idle for the next task; with DispositionStop it is stopped
+// and Accept waits for the agent's stopped answer.
+func (t *Task) Accept(ctx context.Context, disposition transport.Disposition) error {
+	f := t.f
+	f.mu.Lock()
+	tk, inst, a, c, err := f.reviewLocked(t.id, "accept", StateVerifying)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	w, err := f.acceptLocked(tk, inst, a, c, disposition, "application")
+	f.mu.Unlock()
+	if err != nil || w == nil {
+		return err
+	}
+	return f.awaitEnd(ctx, inst, w)
+}
+
+func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transport.Conn, disposition transport.Disposition, by string) (*waiter, error) {
+	if disposition == "" {
+		disposition = transport.DispositionStop
+	}
+	if disposition != transport.DispositionStop && disposition != transport.DispositionKeepIdle {
+		return nil, fmt.Errorf("fleet: accept: disposition %q is neither stop nor keep_idle", disposition)
+	}
+	tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
+	accept := &transport.TaskAcceptFrame{Header: transport.Header{TraceID: tk.rec.TraceID},
+		TaskID: tk.rec.TaskID, Disposition: disposition, Deliver: transport.DeliverNone}
+	if disposition == transport.DispositionKeepIdle {
+		// A TypeScript agent does not handle task_accept (it would answer
+		// unexpected_frame): the verdict is the server's alone there. A
+		// pifleet agent answers keep_idle with an instances frame, which
+		// needs no handling.
+		if a.pifleet {
+			if err := c.TrySend(accept); err != nil {
+				return nil, err
+			}
+		}
+		f.fireLocked(inst, EventTaskAccepted, nil)
+		f.setTaskStateLocked(tk, string(StateAccepted))
+		inst.openTask = ""
+		f.setTaskStateLocked(tk, TaskEnded)
+		f.fireLocked(inst, EventKeptIdle, nil)
+		return nil, nil
+	}
+	// stop: a pifleet agent stops the worker on task_accept and answers
+	// stopped; a TypeScript agent gets a stop.
+	var w *waiter
+	var err error
+	if a.pifleet {
+		w, err = f.requestLocked(a, c, accept, f.stopAnswer(inst))
+	} else {
+		w, err = f.sendStopLocked(inst, a, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.fireLocked(inst, EventTaskAccepted, nil)
+	f.setTaskStateLocked(tk, string(StateAccepted))
+	inst.openTask = ""
+	f.setTaskStateLocked(tk, TaskEnded)
+	f.fireLocked(inst, EventStopRequested, nil)
+	return w, nil
+}
+
+// Reject sends the task back with feedback (task_reject), which the worker
+// gets as a new prompt in the same session; the instance runs again. The
+// rejection after review.maxRejects escalates instead (escalated: a human
+// decides with Decide); it reports escalated true then.
+func (t *Task) Reject(_ context.Context, feedback string) (escalated bool, err error) {
+	f := t.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tk, inst, a, c, err := f.reviewLocked(t.id, "reject", StateVerifying)
+	if err != nil {
+		return false, err
+	}
+	ev := RejectionEvent(tk.rec.Rejects, tk.rec.MaxRejects)
+	tk.rec.Rejects++
+	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: feedback, By: "application"})
+	if ev == EventMaxRejectsExceeded {
+		f.fireLocked(inst, EventMaxRejectsExceeded, nil)
+		f.setTaskStateLocked(tk, string(StateEscalated))
+		f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: tk.rec.TaskID,
+			Message: fmt.Sprintf("rejected %d times (maxRejects %d): a human decides", tk.rec.Rejects, tk.rec.MaxRejects)})
+		return true, nil
+	}
+	f.fireLocked(inst, EventTaskRejected, nil)
+	f.setTaskStateLocked(tk, string(StateRevising))
+	return false, f.deliverFeedbackLocked(tk, inst, a, c)
+}
+
+// deliverFeedbackLocked sends the latest undelivered feedback of tk:
+// task_reject to a pifleet agent, a tracked prompt "Revision requested:
+// …" with the same task id to a TypeScript agent. Once queued,
+// feedbackDelivered moves the instance back to running.
+func (f *Fleet) deliverFeedbackLocked(tk *task, inst *instance, a *agentState, c *transport.Conn) error {
+	n := len(tk.rec.Feedback)
+	if n == 0 || tk.rec.Feedback[n-1].Delivered {
+		return nil
+	}
+	text := tk.rec.Feedback[n-1].Text
+	var fr transport.Frame
+	if a.pifleet {
+		fr = &transport.TaskRejectFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, TaskID: tk.rec.TaskID, Feedback: text}
+	} else {
+		cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: "Revision requested: " + text})
+		fr = &transport.RPCFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, InstanceID: inst.id, Command: cmd, TaskID: tk.rec.TaskID}
+	}
+	if err := c.TrySend(fr); err != nil {
+		return err // stays revising; sent again after a reconnect
+	}
+	tk.rec.Feedback[n-1].Delivered = true
+	inst.tally = pirpc.Tally{}
+	f.fireLocked(inst, EventFeedbackDelivered, nil)
+	f.setTaskStateLocked(tk, string(StateRunning))
+	f.persistTaskLocked(tk)
+	return nil
+}
+
+// Verdict is a human's decision on an escalated task.
+type Verdict struct {
+	// Accept accepts with Disposition; otherwise the task is rejected
+	// with Feedback, whatever the count of earlier rejections.
+	Accept      bool
+	Disposition transport.Disposition
+	Feedback    string
+}
+
+// Decide applies a human's verdict to an escalated task (escalated →
+// verifying, then the verdict).
+func (t *Task) Decide(ctx context.Context, v Verdict) error {
+	f := t.f
+	f.mu.Lock()
+	tk, inst, a, c, err := f.reviewLocked(t.id, "decide", StateEscalated)
+	if err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	f.fireLocked(inst, EventHumanDecided, nil)
+	f.setTaskStateLocked(tk, string(StateVerifying))
+	if v.Accept {
+		w, err := f.acceptLocked(tk, inst, a, c, v.Disposition, "human")
+		f.mu.Unlock()
+		if err != nil || w == nil {
+			return err
+		}
+		return f.awaitEnd(ctx, inst, w)
+	}
+	defer f.mu.Unlock()
+	tk.rec.Rejects++
+	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: v.Feedback, By: "human"})
+	f.fireLocked(inst, EventTaskRejected, nil)
+	f.setTaskStateLocked(tk, string(StateRevising))
+	return f.deliverFeedbackLocked(tk, inst, a, c)
+}
+
+// Tasks returns every tracked task.
+func (f *Fleet) Tasks() []TaskInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]TaskInfo, 0, len(f.tasks))
+	for _, t := range f.tasks {
+		out = append(out, infoOf(t.rec))
+	}
+	sortBy(out, func(t TaskInfo) string { return t.TaskID })
+	return out
+}
