@@ -5,11 +5,32 @@
 // session; after more than review.maxRejects rejections (bundle manifest,
 // default 3) the task is escalated to a human.
 //
-// Every worker instance follows one state machine, InstanceTable (seed
-// state-flow §1 with the review cycle of §7); its documentation lists
-// which frame or SDK call fires which event. RejectionEvent and
-// ResolveMaxRejects decide where a rejection leads. The server's durable
-// state (tasks and their review state, task_done delivery, the instance
-// registry, trust decisions) lives in one bbolt file under its state
-// directory.
+// # Using it
+//
+// New builds a Fleet from options (state directory, bundle registry, the
+// directory of agents — a static list and, with WithTailnet, the peers of
+// `tailscale status` — whois, the trust prompter, a logger, timeouts); Start
+// connects and Close tears everything down. Spawn starts a worker and
+// returns an *Instance: Prompt blocks until the worker settles and returns
+// its final answer, PromptAsync does not wait, and Steer, FollowUp, Abort,
+// Stop, Output, SetModel, SetTools, Rebundle and the file review calls
+// (Diff, Read, List, Grep) act on it. Submit sends a tracked prompt and
+// returns a *Task; the application hears of each task_done exactly once
+// (WithTaskDone), even across restarts of the server, then decides with
+// Accept, Reject or, once escalated, Decide. Status and Subscribe show
+// agents, instances and tasks as they change. The package's Example is the
+// whole loop.
+//
+// # How it stays correct
+//
+// The fleet dials its agents through package dialer and records each
+// connection in the connection machine of package transport; a lost agent
+// makes its instances unreachable, and on reconnect the fleet lists the
+// agent's instances, replays the events it missed and reconciles. Every
+// worker instance follows one state machine, InstanceTable (seed
+// state-flow §1 with the review cycle of §7); its documentation lists which
+// frame or SDK call fires which event. RejectionEvent and ResolveMaxRejects
+// decide where a rejection leads. The server's durable state (tasks and
+// their review state, task_done delivery, the instance registry, trust
+// decisions) lives in one bbolt file under its state directory.
 package fleet
