@@ -3,17 +3,15 @@ module example.com/pifleet
 go 1.26
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/google/go-cmp v0.7.0
+	github.com/jpillora/backoff v1.1.0
 	github.com/looplab/fsm v1.0.3
+	github.com/mattn/go-isatty v0.0.20
+	github.com/rs/zerolog v1.35.1
+	go.etcd.io/bbolt v1.5.0
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.45.0
 )
 
-require (
-	github.com/alecthomas/kong v1.17.0 // indirect
-	github.com/jpillora/backoff v1.1.0 // indirect
-	github.com/mattn/go-colorable v0.1.14 // indirect
-	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	go.etcd.io/bbolt v1.5.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sys v0.45.0 // indirect
-)
+require github.com/mattn/go-colorable v0.1.14 // indirect
