@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,16 @@ import (
 // address and the worker's cwd.
 func startAgent(t testing.TB, registryRoot string) (addr, cwd string) {
 	t.Helper()
-	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
+	addr, ps := startAgentOf(t, pitest.Scripted, registryRoot)
+	return addr, ps.Dir
+}
+
+// startAgentOf is startAgent with workers of either kind (the real pi
+// gets the faux provider from its bundle: see publishFaux); it returns the
+// worker's command line, whose Dir is the worker's cwd.
+func startAgentOf(t testing.TB, kind pitest.Kind, registryRoot string) (addr string, ps pitest.Spec) {
+	t.Helper()
+	ps = pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=orchestrator/ana@example")
 	if err != nil {
 		t.Fatal(err)
@@ -34,13 +44,19 @@ func startAgent(t testing.TB, registryRoot string) (addr, cwd string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(stateDir) })
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Machine: "worker-01", Listen: "127.0.0.1:0",
 		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois,
 		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: registryRoot,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1,
-	})
+	}
+	if kind == pitest.RealPi {
+		// Offline, and nothing of the machine's own pi configuration.
+		cfg.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
+		cfg.StopGrace = 10 * time.Second
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +75,7 @@ func startAgent(t testing.TB, registryRoot string) (addr, cwd string) {
 		_ = a.Close()
 		<-done
 	})
-	return a.Addr().String(), ps.Dir
+	return a.Addr().String(), ps
 }
 
 // The core flow against the real agent daemon and the scripted worker:
@@ -146,7 +162,8 @@ func TestEndToEndConnectionCut(t *testing.T) {
 
 // BenchmarkPromptRoundTripAgent measures Prompt → settled through the
 // SDK, the real agent daemon (its shim and settle detection) and the
-// scripted worker, all on loopback.
+// scripted worker, all on loopback; it reports the p50 and p99 latency
+// besides the mean.
 func BenchmarkPromptRoundTripAgent(b *testing.B) {
 	reg := b.TempDir()
 	publish(b, reg, "plain", `{}`)
@@ -159,13 +176,42 @@ func BenchmarkPromptRoundTripAgent(b *testing.B) {
 	}
 	tf.sub.Close()
 	b.ReportAllocs()
+	// The hops: when agent_start and agent_end reach the SDK, and when
+	// Prompt returns (after the agent's get_state barrier and settle).
+	var lat, started, ended []time.Duration
+	var start time.Time
+	opts := fleet.PromptOptions{OnEvent: func(ev fleet.Event) {
+		switch ev.Type {
+		case "agent_start":
+			started = append(started, time.Since(start))
+		case "agent_end":
+			ended = append(ended, time.Since(start))
+		}
+	}}
 	for b.Loop() {
-		if _, err := inst.Prompt(b.Context(), "say: ok", fleet.PromptOptions{}); err != nil {
+		start = time.Now()
+		if _, err := inst.Prompt(b.Context(), "say: ok", opts); err != nil {
 			b.Fatal(err)
 		}
+		lat = append(lat, time.Since(start))
 	}
 	b.StopTimer()
+	reportPercentiles(b, "", lat)
+	reportPercentiles(b, "agent_start-", started)
+	reportPercentiles(b, "agent_end-", ended)
 	if err := inst.Stop(context.Background()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// reportPercentiles reports the p50 and p99 of a benchmark's latencies,
+// their unit prefixed with prefix.
+func reportPercentiles(b *testing.B, prefix string, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Nanoseconds()) }
+	b.ReportMetric(at(0.50), prefix+"p50-ns")
+	b.ReportMetric(at(0.99), prefix+"p99-ns")
 }
