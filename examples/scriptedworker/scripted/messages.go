@@ -45,7 +45,10 @@ type message struct {
 	Timestamp int64
 }
 
-func (m *message) MarshalJSON() ([]byte, error) {
+func (m *message) MarshalJSON() ([]byte, error) { return m.obj().appendJSON(nil) }
+
+// obj is the message as pi writes it.
+func (m *message) obj() obj {
 	content := m.Content
 	if content == nil {
 		content = []part{}
@@ -66,8 +69,7 @@ func (m *message) MarshalJSON() ([]byte, error) {
 	default:
 		o = obj{{"role", m.Role}, {"content", content}}
 	}
-	o = append(o, field{"timestamp", m.Timestamp})
-	return o.MarshalJSON()
+	return append(o, field{"timestamp", m.Timestamp})
 }
 
 // UnmarshalJSON reads a message back from a session file.

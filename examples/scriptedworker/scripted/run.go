@@ -546,17 +546,12 @@ func (w *worker) needsCompactionLocked(last *message) bool {
 	if !w.autoCompaction || last == nil || last.Usage == nil || last.StopReason == "aborted" || last.StopReason == "error" {
 		return false
 	}
-	// pi compares timestamps; entry order says the same without ties.
-	compacted := false
-	for _, e := range w.sess.branch(w.sess.leaf) {
-		switch {
-		case e.Type == "compaction":
-			compacted = true
-		case e.Message == last:
-			compacted = false
-		}
-	}
-	if compacted {
+	// pi compares timestamps; entry order says the same without ties: a
+	// compaction after last's entry on the active branch settles it. The
+	// walk goes from the leaf back, so it stops at once in the usual case
+	// (last is the newest message) instead of reading the whole branch at
+	// every prompt.
+	if w.sess.compactedSince(last) {
 		return false
 	}
 	window := envNumber("PIFLEET_FAUX_CONTEXT_WINDOW", 128000)
