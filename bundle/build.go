@@ -14,9 +14,9 @@ import (
 
 // BuildOptions tunes Build.
 type BuildOptions struct {
-	// Workers hash files in parallel; 0 means twice GOMAXPROCS (small
-	// files cost more in system calls than in hashing, so more workers than
-	// CPUs keep the CPUs busy).
+	// Workers hash files in parallel while the tree is walked; 0 means
+	// GOMAXPROCS (the files are read from the page cache, so system calls
+	// are CPU work too: more workers than CPUs would only add switches).
 	Workers int
 }
 
@@ -34,34 +34,37 @@ func Build(dir, name string, md Metadata, opts BuildOptions) (*Manifest, error) 
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	var dirs []filehash.Dir
-	var prefixes []string // the POSIX path of each of dirs, "" for the root
-	if err := walk(dir, "", &dirs, &prefixes); err != nil {
-		return nil, fmt.Errorf("bundle %s: walking %s: %w", name, dir, err)
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	var rel []string
-	for i, d := range dirs {
+	// The walk feeds the hashers as it finds each directory's files, so
+	// that listing the tree and hashing it overlap.
+	h := filehash.NewHasher(workers)
+	var rel []string                // POSIX paths, in walk order
+	var results [][]filehash.Result // per directory with files, in walk order
+	walkErr := walk(dir, "", func(prefix string, d filehash.Dir) {
 		for _, n := range d.Names {
-			if prefixes[i] != "" {
-				n = prefixes[i] + "/" + n
+			if prefix != "" {
+				n = prefix + "/" + n
 			}
 			rel = append(rel, n)
 		}
+		results = append(results, h.Add(d))
+	})
+	hashErr := h.Wait()
+	if walkErr != nil {
+		return nil, fmt.Errorf("bundle %s: walking %s: %w", name, dir, walkErr)
 	}
 	if err := pathsafe.CheckSet(rel); err != nil {
 		return nil, &UnsafePathsError{Err: err.(*pathsafe.SetError)}
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = 2 * runtime.GOMAXPROCS(0)
-	}
-	sums, err := filehash.HashDirs(dirs, workers)
-	if err != nil {
-		return nil, fmt.Errorf("bundle %s: %w", name, err)
+	if hashErr != nil {
+		return nil, fmt.Errorf("bundle %s: %w", name, hashErr)
 	}
 	m := &Manifest{Name: name, Metadata: md, Files: make([]File, 0, len(rel))}
-	for i := range dirs {
-		for _, r := range sums[i] {
+	for _, rs := range results {
+		for _, r := range rs {
 			p := rel[len(m.Files)]
 			m.Files = append(m.Files, File{Path: p, SHA256: r.SHA256, Bytes: r.Bytes})
 		}
@@ -74,9 +77,9 @@ func Build(dir, name string, md Metadata, opts BuildOptions) (*Manifest, error) 
 	return m, nil
 }
 
-// walk lists the regular files under dir/prefix, one filehash.Dir per
-// directory (with its POSIX path in prefixes).
-func walk(dir, prefix string, dirs *[]filehash.Dir, prefixes *[]string) error {
+// walk lists the regular files under dir/prefix and calls found with each
+// directory that has some, with the directory's POSIX path ("" for dir).
+func walk(dir, prefix string, found func(prefix string, d filehash.Dir)) error {
 	native := filepath.Join(dir, filepath.FromSlash(prefix))
 	f, err := os.Open(native)
 	if err != nil {
@@ -104,15 +107,14 @@ func walk(dir, prefix string, dirs *[]filehash.Dir, prefixes *[]string) error {
 	slices.SortFunc(d.Names, CompareUTF16)
 	slices.SortFunc(subdirs, CompareUTF16)
 	if len(d.Names) > 0 {
-		*dirs = append(*dirs, d)
-		*prefixes = append(*prefixes, prefix)
+		found(prefix, d)
 	}
 	for _, sub := range subdirs {
 		p := sub
 		if prefix != "" {
 			p = prefix + "/" + sub
 		}
-		if err := walk(dir, p, dirs, prefixes); err != nil {
+		if err := walk(dir, p, found); err != nil {
 			return err
 		}
 	}

@@ -1,17 +1,18 @@
 // Package filehash computes the SHA-256 of files as fast as the platform
 // allows, for building manifests and checking cached bundles.
 //
-// Bundles are often thousands of small files, where opening and closing a
-// file costs more than hashing its bytes; on Linux, Sum therefore uses raw
-// system calls (no poller registration, no access-time update), HashDirs
-// opens files relative to their directory, and both Each and HashDirs hash
-// from several goroutines at once.
+// Bundles are often thousands of small files, where opening, reading and
+// closing a file cost about as much as hashing its bytes; on Linux, Sum
+// therefore uses raw system calls (no poller registration, no access-time
+// update, one read for a file smaller than the buffer, no allocation), a
+// Hasher (and HashDirs) opens files relative to their directory and hashes
+// while its caller is still listing directories, and Each, Hasher and
+// HashDirs hash from several goroutines at once.
 package filehash
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"runtime"
 	"sync"
 )
@@ -32,17 +33,15 @@ func Sum(path string, buf []byte) (Result, error) {
 	if len(buf) == 0 {
 		buf = make([]byte, BufferSize)
 	}
-	h := sha256.New()
-	n, err := sum(path, h, buf)
+	d, n, err := sum(path, buf)
 	if err != nil {
 		return Result{}, err
 	}
-	var d [sha256.Size]byte
-	return Result{SHA256: hex.EncodeToString(h.Sum(d[:0])), Bytes: n}, nil
+	return Result{SHA256: hex.EncodeToString(d[:]), Bytes: n}, nil
 }
 
-// hashWriter is what sum needs from a hash.
-type hashWriter = hash.Hash
+// digest is a SHA-256.
+type digest = [sha256.Size]byte
 
 // Each hashes every path with up to workers goroutines (0 means
 // GOMAXPROCS) and calls fn with each outcome, one call at a time, in no

@@ -125,3 +125,25 @@ func TestHashDirs(t *testing.T) {
 		}
 	}
 }
+
+// TestHasherDrainsAfterAnError adds far more batches than the queue holds
+// behind a file that fails: Add must not wait forever once the workers
+// stopped hashing, and Wait reports the failure.
+func TestHasherDrainsAfterAnError(t *testing.T) {
+	dir := t.TempDir()
+	names := make([]string, 64*50)
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+		if err := os.WriteFile(filepath.Join(dir, names[i]), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := filehash.NewHasher(1)
+	h.Add(filehash.Dir{Path: dir, Names: []string{"missing"}})
+	for range 4 {
+		h.Add(filehash.Dir{Path: dir, Names: names})
+	}
+	if err := h.Wait(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Wait = %v, want fs.ErrNotExist", err)
+	}
+}

@@ -3,27 +3,35 @@
 package filehash
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
 )
 
-func sum(path string, h hashWriter, buf []byte) (int64, error) {
+func sum(path string, buf []byte) (digest, int64, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return 0, err
+		return digest{}, 0, err
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s: not a regular file", path)
+		return digest{}, 0, fmt.Errorf("%s: not a regular file", path)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return digest{}, 0, err
 	}
 	defer f.Close()
-	return io.CopyBuffer(h, f, buf)
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, buf)
+	if err != nil {
+		return digest{}, 0, err
+	}
+	var d digest
+	h.Sum(d[:0])
+	return d, n, nil
 }
 
-func sumBatch(dir string, names []string, out []Result, buf []byte) error {
-	return sumBatchByPath(dir, names, out, buf)
+func sumBatch(dir string, names []string, sums []digest, sizes []int64, buf []byte) error {
+	return sumBatchByPath(dir, names, sums, sizes, buf)
 }
