@@ -17,13 +17,5 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "shim" {
 		os.Exit(shim.Main(os.Args[2:]))
 	}
-	goleak.VerifyTestMain(m,
-		// The in-process agent daemon of the end-to-end tests: a stopped
-		// worker's pump waits for its shim process to exit, which can
-		// outlast the stopped answer and the agent's Close (it detaches
-		// from workers by design). The agent's own tests check these.
-		goleak.IgnoreAnyFunction("example.com/pifleet/fleet/agent/internal/worker.(*Worker).readLoop"),
-		goleak.IgnoreAnyFunction("example.com/pifleet/fleet/agent/internal/worker.newWorker.func1"),
-		goleak.IgnoreAnyFunction("example.com/pifleet/internal/shim.Start.func2"),
-	)
+	goleak.VerifyTestMain(m)
 }

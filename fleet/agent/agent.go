@@ -29,7 +29,9 @@ type Agent struct {
 	cfg   Config
 	log   zerolog.Logger
 	store *agentstore.Store
-	cache *cache.Cache
+	// handles keeps the workers' re-adoption handles (no fsync).
+	handles *handleFiles
+	cache   *cache.Cache
 
 	lister  *session.Lister
 	watcher *session.Watcher // owned by the reporter goroutine
@@ -66,8 +68,10 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "workers"), 0o700); err != nil {
-		return nil, fmt.Errorf("agent: state dir: %w", err)
+	for _, dir := range []string{"workers", "handles"} {
+		if err := os.MkdirAll(filepath.Join(cfg.StateDir, dir), 0o700); err != nil {
+			return nil, fmt.Errorf("agent: state dir: %w", err)
+		}
 	}
 	store, err := agentstore.Open(cfg.StateDir,
 		agentstore.WithClock(cfg.Now),
@@ -87,6 +91,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With().Str("component", "agent").Logger(),
 		store:      store,
+		handles:    newHandleFiles(filepath.Join(cfg.StateDir, "handles")),
 		cache:      bc,
 		lister:     lister,
 		watcher:    session.NewWatcher(lister),

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -311,13 +312,31 @@ func (in *instance) answerWaiter(raw json.RawMessage) {
 	}
 }
 
-// detach lets go of the worker, which keeps running under its shim.
+// endedWait bounds how long Close waits for an ended worker to reap its
+// shim, which goes once the worker's exit is acknowledged.
+const endedWait = 5 * time.Second
+
+// detach lets go of the worker, which keeps running under its shim. For a
+// worker that has ended (its pump took the Exit) there is nothing to keep:
+// detach waits until the Worker let go of everything, so that none of its
+// goroutines outlives Close.
 func (in *instance) detach() {
 	in.mu.Lock()
 	w, running := in.w, in.state == transport.InstanceRunning
 	in.mu.Unlock()
-	if w == nil || !running {
-		return // ended: its pump has returned already
+	if w == nil {
+		return
+	}
+	if !running {
+		t := time.NewTimer(endedWait)
+		defer t.Stop()
+		select {
+		case <-w.Done():
+		case <-t.C:
+			in.log.Warn().Dur("waited", endedWait).Msg("shim of an ended worker still there; letting go")
+			w.Detach()
+		}
+		return
 	}
 	in.a.persistWorker(in.id, w)
 	w.Detach()

@@ -174,21 +174,27 @@ func (a *Agent) taskInstance(taskID string) string {
 	return string(v)
 }
 
-// persistWorker stores what re-adoption needs.
+// workerKeyPrefix keys the handles that earlier versions stored in the
+// database (fsynced on every write); they are still read, so that an
+// upgrade re-adopts the workers it finds, and deleted with the instance.
 const workerKeyPrefix = "worker/"
 
+// persistWorker stores what re-adoption needs (see handleFiles: no fsync).
 func (a *Agent) persistWorker(id string, w *worker.Worker) {
-	b, err := json.Marshal(w.Persisted())
-	if err == nil {
-		err = a.store.PutKV(workerKeyPrefix+id, b)
-	}
-	if err != nil {
+	if err := a.handles.put(id, w.Persisted); err != nil {
 		a.log.Error().Err(err).Str("instanceId", id).Msg("cannot persist the worker's handle")
 	}
 }
 
 func (a *Agent) persistedWorker(id string) (worker.Persisted, bool) {
-	var p worker.Persisted
+	p, ok, err := a.handles.get(id)
+	if err != nil {
+		a.log.Warn().Err(err).Str("instanceId", id).Msg("cannot read the worker's handle")
+		return p, false
+	}
+	if ok {
+		return p, true
+	}
 	v, ok, err := a.store.GetKV(workerKeyPrefix + id)
 	if err != nil || !ok || json.Unmarshal(v, &p) != nil {
 		return p, false

@@ -39,6 +39,7 @@ func (a *Agent) forget(id string) {
 	for _, k := range []string{specKeyPrefix + id, workerKeyPrefix + id} {
 		_ = a.store.DeleteKV(k)
 	}
+	_ = a.handles.remove(id)
 	_ = a.store.DeleteInstance(id)
 }
 

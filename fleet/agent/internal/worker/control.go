@@ -112,10 +112,22 @@ func (w *Worker) SetModelPin(provider, id string, pin bool) {
 // orphans the running tool), then stdin is closed; a worker still alive
 // after StopGrace gets SIGTERM on its whole process group (pi kills its
 // tool trees), and SIGKILL after another StopGrace: forced is then true.
-// The Exit event follows. Stopping a worker that already ended returns
-// forced false at once.
+// The Exit event follows; Stop returns once the Worker has let go of
+// everything (Done: the Exit taken from Events, the shim reaped), so that
+// none of its goroutines outlives it. Events must therefore be read by
+// another goroutine meanwhile. Stopping a worker that already ended sends
+// it nothing and returns forced false once Done.
 func (w *Worker) Stop(ctx context.Context) (forced bool, err error) {
-	return w.stop(ctx)
+	forced, err = w.stop(ctx)
+	if err != nil {
+		return forced, err
+	}
+	select {
+	case <-w.done:
+		return forced, nil
+	case <-ctx.Done():
+		return forced, ctx.Err()
+	}
 }
 
 func (w *Worker) stop(ctx context.Context) (forced bool, err error) {
@@ -319,6 +331,14 @@ func (w *Worker) Persisted() Persisted {
 // down; the worker outlives it under its shim). Events closes; events not
 // yet taken are delivered again to the Worker that Adopts it. A dialog
 // still waiting gets its safe default, since nobody could answer it.
+//
+// Detach returns promptly whatever state the worker is in (its round trip
+// to the shim is bounded by detachTimeout), once the Worker's own
+// goroutines have ended; it does not wait for the shim process to go
+// away, not even the one of a worker that has exited. What can outlive
+// it is the goroutine of internal/shim that reaps a shim this process
+// launched: the shim of a running worker is meant to outlive the agent,
+// and only its parent can reap it when it does exit.
 func (w *Worker) Detach() {
 	w.mu.Lock()
 	if w.detached {

@@ -60,7 +60,9 @@
 // stdin; a worker still alive after StopGrace gets SIGTERM on its whole
 // process group (pi kills its tool trees on SIGTERM) and then SIGKILL:
 // forced. The shim signals the group, never a bare pid that could have
-// been reused.
+// been reused. Stop returns once the Worker has let go of everything
+// (Done): its goroutines ended and its shim reaped. Detach returns once
+// its own goroutines ended, without waiting for any shim process.
 //
 // # Model pin
 //

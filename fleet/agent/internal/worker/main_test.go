@@ -16,13 +16,16 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The test binary also plays the shim (as `pifleet-agent shim` would) and
-// two misbehaving workers, chosen by its first argument.
+// The test binary also plays the shim (as `pifleet-agent shim` would), a
+// shim whose process lingers, and misbehaving workers, chosen by its first
+// argument.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "shim":
 			os.Exit(shim.Main(os.Args[2:]))
+		case "lingering-shim":
+			os.Exit(lingeringShim(os.Args[2]))
 		case "stubborn", "crasher", "toy":
 			os.Exit(helperWorker(os.Args[1]))
 		}
@@ -77,4 +80,17 @@ func helperWorker(role string) int {
 		return 0
 	}
 	select {} // deaf to EOF
+}
+
+// lingeringShim is a shim whose process stays after it finished serving,
+// until the FIFO release is opened for writing: a shim slow to go away.
+func lingeringShim(release string) int {
+	code := shim.Main(nil)
+	f, err := os.Open(release) // blocks until a writer opens it
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	f.Close()
+	return code
 }

@@ -368,9 +368,15 @@ func (w *Worker) readLoop(g *generation) {
 	defer w.mu.Unlock()
 	if g.exit != nil && err == nil && !w.detached {
 		if exited := g.c.ShimExited(); exited != nil {
-			// The shim finishes once its exit was acknowledged; reap it.
+			// The shim finishes once its exit was acknowledged: wait until
+			// it is reaped, so that Done (and Stop) mean nothing is left.
+			// Detach ends the wait: it must not depend on how soon a shim
+			// process goes away.
 			w.mu.Unlock()
-			<-exited
+			select {
+			case <-exited:
+			case <-w.stopDeliv:
+			}
 			w.mu.Lock()
 		}
 	}
@@ -766,15 +772,34 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// deliver moves queued events to Events, acknowledging each to its shim
+// deliver moves queued events to Events, acknowledging them to their shim
 // once delivered. It closes Events after the last event, or on Detach.
+//
+// Acks are cumulative, so deliver sends one for the latest delivered line
+// before it waits (for more of the queue, or for a slow reader of Events)
+// and before it returns, rather than one per line: a prompt's dozen events
+// cost the shim one ack instead of a dozen socket writes and wakeups on
+// the round trip's path. Nothing waits unacknowledged any longer than
+// before, since deliver never blocks holding an ack.
 func (w *Worker) deliver() {
 	defer close(w.delivDone)
 	defer close(w.events)
+	var (
+		ackGen *generation // the shim the pending ack goes to
+		ackSeq uint64      // the latest delivered shim seq not yet acknowledged
+	)
+	flushAck := func() {
+		if ackSeq != 0 {
+			ackGen.c.Ack(ackSeq) // fails only once the shim is gone
+			ackGen, ackSeq = nil, 0
+		}
+	}
+	defer flushAck()
 	for {
 		w.qmu.Lock()
 		if len(w.queue) == 0 {
 			w.qmu.Unlock()
+			flushAck()
 			select {
 			case <-w.qkick:
 				continue
@@ -792,15 +817,23 @@ func (w *Worker) deliver() {
 		if it.ev != nil && it.ev.Seq > w.skipTo {
 			select {
 			case w.events <- *it.ev:
-			case <-w.stopDeliv:
-				return
+			default:
+				flushAck() // the reader is behind: do not hold the ack meanwhile
+				select {
+				case w.events <- *it.ev:
+				case <-w.stopDeliv:
+					return
+				}
 			}
 			w.qmu.Lock()
 			w.lastSeq, w.delivOpen = it.ev.Seq, it.runOpen
 			w.qmu.Unlock()
 		}
 		if it.shimSeq != 0 {
-			it.g.c.Ack(it.shimSeq) // fails only once the shim is gone
+			if ackGen != it.g {
+				flushAck()
+			}
+			ackGen, ackSeq = it.g, it.shimSeq
 		}
 	}
 }
