@@ -74,6 +74,20 @@ func isTerminal(w io.Writer) bool {
 }
 
 // background is the context of a client command: it ends on Ctrl-C.
+// withClient runs fn with a client of the API and a context that ends on
+// SIGINT or SIGTERM, then closes the client: the frame of every client
+// command.
+func (f *APIFlags) withClient(fn func(ctx context.Context, cl *controlapi.Client) error) error {
+	cl, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := background()
+	defer cancel()
+	return fn(ctx, cl)
+}
+
 func background() (context.Context, context.CancelFunc) {
 	return signalContext()
 }

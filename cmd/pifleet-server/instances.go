@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,27 +37,22 @@ func (c *SpawnCmd) Run(out *Output) error {
 		}
 		req.Model = &m
 	}
-	cl, err := c.client()
-	if err != nil {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		var pr *progressPrinter
+		if c.Progress == "always" || (c.Progress == "auto" && isTerminal(out.Err)) {
+			pr = &progressPrinter{w: out.Err, overwrite: isTerminal(out.Err)}
+		}
+		res, err := cl.Spawn(ctx, req, pr.print)
+		pr.done()
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, res)
+		}
+		_, err = fmt.Fprintln(out.Out, res.InstanceID)
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	var pr *progressPrinter
-	if c.Progress == "always" || (c.Progress == "auto" && isTerminal(out.Err)) {
-		pr = &progressPrinter{w: out.Err, overwrite: isTerminal(out.Err)}
-	}
-	res, err := cl.Spawn(ctx, req, pr.print)
-	pr.done()
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, res)
-	}
-	_, err = fmt.Fprintln(out.Out, res.InstanceID)
-	return err
+	})
 }
 
 // progressPrinter shows spawn progress: one line rewritten in place on a
@@ -136,27 +132,22 @@ func (c *PromptCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	res, err := cl.Prompt(ctx, c.Instance, controlapi.PromptRequest{Text: text, Wait: c.Wait, Task: c.Task})
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, res)
-	}
-	if res.TaskID != "" {
-		fmt.Fprintf(out.Out, "task %s\n", res.TaskID)
-	}
-	if res.Settled {
-		fmt.Fprintln(out.Out, res.Reply)
-	}
-	return nil
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		res, err := cl.Prompt(ctx, c.Instance, controlapi.PromptRequest{Text: text, Wait: c.Wait, Task: c.Task})
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, res)
+		}
+		if res.TaskID != "" {
+			fmt.Fprintf(out.Out, "task %s\n", res.TaskID)
+		}
+		if res.Settled {
+			fmt.Fprintln(out.Out, res.Reply)
+		}
+		return nil
+	})
 }
 
 // stdin is where "-" reads a text argument; tests replace it.
@@ -187,9 +178,7 @@ func (c *SteerCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return simple(&c.APIFlags, out, "steered "+c.Instance, func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, "steered "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Steer(ctx, c.Instance, text)
 	})
 }
@@ -202,9 +191,7 @@ type AbortCmd struct {
 
 // Run aborts.
 func (c *AbortCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, "aborted "+c.Instance, func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, "aborted "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Abort(ctx, c.Instance)
 	})
 }
@@ -217,25 +204,20 @@ type StopCmd struct {
 
 // Run stops.
 func (c *StopCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, "stopped "+c.Instance, func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, "stopped "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Stop(ctx, c.Instance)
 	})
 }
 
 // simple runs a call that answers nothing and confirms it in one line.
-func simple(f *APIFlags, out *Output, done string, call func(*controlapi.Client) error) error {
-	cl, err := f.client()
-	if err != nil {
+func simple(f *APIFlags, out *Output, done string, call func(context.Context, *controlapi.Client) error) error {
+	return f.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		if err := call(ctx, cl); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(out.Out, done)
 		return err
-	}
-	defer cl.Close()
-	if err := call(cl); err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(out.Out, done)
-	return err
+	})
 }
 
 // OutputCmd is `output`.
@@ -247,27 +229,22 @@ type OutputCmd struct {
 
 // Run prints the tail and the last assistant message.
 func (c *OutputCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	o, err := cl.Output(ctx, c.Instance)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, o)
-	}
-	for _, raw := range o.Tail {
-		fmt.Fprintln(out.Out, describeEvent(raw))
-	}
-	if o.LastAssistant != "" {
-		fmt.Fprintf(out.Out, "\nlast assistant message:\n%s\n", o.LastAssistant)
-	}
-	return nil
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		o, err := cl.Output(ctx, c.Instance)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, o)
+		}
+		for _, raw := range o.Tail {
+			fmt.Fprintln(out.Out, describeEvent(raw))
+		}
+		if o.LastAssistant != "" {
+			fmt.Fprintf(out.Out, "\nlast assistant message:\n%s\n", o.LastAssistant)
+		}
+		return nil
+	})
 }
 
 // describeEvent is one readable line for a pi event: its type, and the
@@ -301,22 +278,17 @@ type RebundleCmd struct {
 
 // Run rebundles.
 func (c *RebundleCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		res, err := cl.Rebundle(ctx, c.Instance, c.Bundle)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, res)
+		}
+		_, err = fmt.Fprintf(out.Out, "%s now runs bundle %s %s\n", c.Instance, res.Bundle, res.BundleHash)
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	res, err := cl.Rebundle(ctx, c.Instance, c.Bundle)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, res)
-	}
-	_, err = fmt.Fprintf(out.Out, "%s now runs bundle %s %s\n", c.Instance, res.Bundle, res.BundleHash)
-	return err
+	})
 }
 
 // ToolsCmd is `tools`.
@@ -340,22 +312,17 @@ func (c *ToolsCmd) list() []string {
 
 // Run sets the tools.
 func (c *ToolsCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		active, err := cl.SetTools(ctx, c.Instance, c.list())
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, controlapi.ToolsRequest{Tools: active})
+		}
+		_, err = fmt.Fprintf(out.Out, "%s tools: %s\n", c.Instance, strings.Join(active, ","))
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	active, err := cl.SetTools(ctx, c.Instance, c.list())
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, controlapi.ToolsRequest{Tools: active})
-	}
-	_, err = fmt.Fprintf(out.Out, "%s tools: %s\n", c.Instance, strings.Join(active, ","))
-	return err
+	})
 }
 
 // ModelCmd is `model`.
@@ -371,9 +338,7 @@ func (c *ModelCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return simple(&c.APIFlags, out, c.Instance+" model: "+m.String(), func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, c.Instance+" model: "+m.String(), func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.SetModel(ctx, c.Instance, m)
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -18,21 +19,16 @@ type StatusCmd struct {
 
 // Run prints agents, instances and tasks.
 func (c *StatusCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	st, err := cl.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, st)
-	}
-	return writeStatus(out.Out, st)
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, st)
+		}
+		return writeStatus(out.Out, st)
+	})
 }
 
 func writeStatus(w io.Writer, st controlapi.Status) error {

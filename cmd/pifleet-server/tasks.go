@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
@@ -15,25 +16,20 @@ type TasksCmd struct {
 
 // Run lists the tasks.
 func (c *TasksCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	ts, err := cl.Tasks(ctx)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, ts)
-	}
-	tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
-	if err := writeTaskTable(tw, ts); err != nil {
-		return err
-	}
-	return tw.Flush()
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		ts, err := cl.Tasks(ctx)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, ts)
+		}
+		tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
+		if err := writeTaskTable(tw, ts); err != nil {
+			return err
+		}
+		return tw.Flush()
+	})
 }
 
 // AcceptCmd is `accept`.
@@ -45,9 +41,7 @@ type AcceptCmd struct {
 
 // Run accepts the task.
 func (c *AcceptCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, fmt.Sprintf("accepted %s (%s)", c.Task, c.Disposition), func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, fmt.Sprintf("accepted %s (%s)", c.Task, c.Disposition), func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Accept(ctx, c.Task, controlapi.Disposition(c.Disposition))
 	})
 }
@@ -66,24 +60,19 @@ func (c *RejectCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
-	if err != nil {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		res, err := cl.Reject(ctx, c.Task, feedback)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, res)
+		}
+		if res.Escalated {
+			_, err = fmt.Fprintf(out.Out, "rejected %s: too many rejections, escalated to a human\n", c.Task)
+			return err
+		}
+		_, err = fmt.Fprintf(out.Out, "rejected %s: the worker is revising\n", c.Task)
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	res, err := cl.Reject(ctx, c.Task, feedback)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, res)
-	}
-	if res.Escalated {
-		_, err = fmt.Fprintf(out.Out, "rejected %s: too many rejections, escalated to a human\n", c.Task)
-		return err
-	}
-	_, err = fmt.Fprintf(out.Out, "rejected %s: the worker is revising\n", c.Task)
-	return err
+	})
 }

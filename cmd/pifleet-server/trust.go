@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 
@@ -21,34 +22,29 @@ type TrustListCmd struct {
 
 // Run lists the decisions.
 func (c *TrustListCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	ds, err := cl.TrustList(ctx)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return printJSON(out.Out, ds)
-	}
-	if len(ds) == 0 {
-		_, err := fmt.Fprintln(out.Out, "no trust decisions")
-		return err
-	}
-	tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MACHINE\tPOLICY\tDECIDED")
-	for _, d := range ds {
-		decided := "-"
-		if !d.DecidedAt.IsZero() {
-			decided = d.DecidedAt.UTC().Format("2006-01-02 15:04:05Z")
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		ds, err := cl.TrustList(ctx)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Machine, d.Policy, decided)
-	}
-	return tw.Flush()
+		if c.JSON {
+			return printJSON(out.Out, ds)
+		}
+		if len(ds) == 0 {
+			_, err := fmt.Fprintln(out.Out, "no trust decisions")
+			return err
+		}
+		tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MACHINE\tPOLICY\tDECIDED")
+		for _, d := range ds {
+			decided := "-"
+			if !d.DecidedAt.IsZero() {
+				decided = d.DecidedAt.UTC().Format("2006-01-02 15:04:05Z")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Machine, d.Policy, decided)
+		}
+		return tw.Flush()
+	})
 }
 
 // TrustSetCmd is `trust set`.
@@ -60,9 +56,7 @@ type TrustSetCmd struct {
 
 // Run records the decision.
 func (c *TrustSetCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, fmt.Sprintf("%s: %s", c.Machine, c.Policy), func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, fmt.Sprintf("%s: %s", c.Machine, c.Policy), func(ctx context.Context, cl *controlapi.Client) error {
 		_, err := cl.TrustSet(ctx, c.Machine, controlapi.Policy(c.Policy))
 		return err
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -22,9 +23,7 @@ type UIAnswerCmd struct {
 // Run answers.
 func (c *UIAnswerCmd) Run(out *Output) error {
 	v := uiValue(c.Value)
-	return simple(&c.APIFlags, out, fmt.Sprintf("answered %s: %s", c.Request, v), func(cl *controlapi.Client) error {
-		ctx, cancel := background()
-		defer cancel()
+	return simple(&c.APIFlags, out, fmt.Sprintf("answered %s: %s", c.Request, v), func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.UIAnswer(ctx, c.Request, v)
 	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,42 +20,37 @@ type WatchCmd struct {
 
 // Run prints changes until interrupted or the server stops.
 func (c *WatchCmd) Run(out *Output) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := background()
-	defer cancel()
-	s, err := cl.Watch(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	enc := json.NewEncoder(out.Out)
-	for {
-		ch, err := s.Next()
-		switch {
-		case ctx.Err() != nil:
-			return nil // interrupted
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			return errors.New("the server closed the stream (stopped?)")
-		case err != nil:
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		s, err := cl.Watch(ctx)
+		if err != nil {
 			return err
 		}
-		if ch.Kind == controlapi.ChangeEvent && !c.Events {
-			continue
-		}
-		if c.JSON {
-			if err := enc.Encode(ch); err != nil {
+		defer s.Close()
+		enc := json.NewEncoder(out.Out)
+		for {
+			ch, err := s.Next()
+			switch {
+			case ctx.Err() != nil:
+				return nil // interrupted
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				return errors.New("the server closed the stream (stopped?)")
+			case err != nil:
 				return err
 			}
-			continue
+			if ch.Kind == controlapi.ChangeEvent && !c.Events {
+				continue
+			}
+			if c.JSON {
+				if err := enc.Encode(ch); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := fmt.Fprintln(out.Out, describeChange(ch)); err != nil {
+				return err
+			}
 		}
-		if _, err := fmt.Fprintln(out.Out, describeChange(ch)); err != nil {
-			return err
-		}
-	}
+	})
 }
 
 // describeChange is one readable line for a change.
