@@ -34,29 +34,12 @@ func startWorkerAgent(t *testing.T, reg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{
+	return runAgent(t, agent.Config{
 		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
 		StateDir: socketDir(t), SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		a.Close()
-	})
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		t.Fatalf("agent: %v", err)
-	}
-	return a.Addr().String()
 }
 
 // until reads the watch stream until ok accepts a change.

@@ -26,8 +26,15 @@ func startAgent(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"},
+	return runAgent(t, agent.Config{Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"},
 		Whois: whois, StateDir: t.TempDir(), SessionsPoll: -1})
+}
+
+// runAgent runs an in-process agent until the test ends and returns its
+// address once it listens.
+func runAgent(t *testing.T, cfg agent.Config) string {
+	t.Helper()
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
