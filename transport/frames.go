@@ -144,6 +144,10 @@ type SpawnFrame struct {
 	Bundle      string
 	BundleHash  string
 	FromSession string
+	// SessionMode (pifleet addition) says what to do with FromSession:
+	// clone it at once (the default, "") or attach to it, appending to
+	// the file itself. A TypeScript agent ignores it and clones.
+	SessionMode SessionMode
 	Model       *ModelRef
 	Env         map[string]string
 	Budget      *Budget
@@ -158,6 +162,7 @@ func (f *SpawnFrame) Schema(s *Schema) {
 	s.String("bundle", &f.Bundle, Required)
 	s.String("bundleHash", &f.BundleHash, Optional)
 	s.String("fromSession", &f.FromSession, Optional)
+	Enum(s, "sessionMode", &f.SessionMode, Optional, SessionClone, SessionAttach)
 	OptStruct(s, "model", &f.Model)
 	s.StringMap("env", &f.Env, Optional)
 	OptStruct(s, "budget", &f.Budget)
@@ -501,6 +506,10 @@ type SessionsReportFrame struct {
 	Machine  string
 	Full     bool
 	Sessions []SessionInfo
+	// Page and Pages (pifleet additions) number the frames of a full
+	// report too big for one: pages 0 … Pages-1, each with full:true, sent
+	// in order on one connection. Absent (nil) on a report in one frame.
+	Page, Pages *float64
 }
 
 // FrameType returns "sessions_report".
@@ -511,6 +520,8 @@ func (f *SessionsReportFrame) Schema(s *Schema) {
 	s.String("machine", &f.Machine, Required)
 	s.Bool("full", &f.Full, Required)
 	Structs(s, "sessions", &f.Sessions, Required)
+	s.OptNumber("page", &f.Page)
+	s.OptNumber("pages", &f.Pages)
 }
 
 // SessionSearchFrame (S→A) searches the agent's sessions.

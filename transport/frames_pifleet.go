@@ -35,6 +35,23 @@ const (
 	TypeModelDrift           = "model_drift"
 	TypeSessionsRemoved      = "sessions_removed"
 	TypeTaskEscalated        = "task_escalated"
+	TypeRepoHead             = "repo_head"
+	TypeRepoHeadResult       = "repo_head_result"
+)
+
+// SessionMode says how a spawn uses its fromSession file.
+type SessionMode string
+
+// Session modes of a spawn.
+const (
+	// SessionClone starts the worker on the file and clones it at once:
+	// the worker writes a new file whose parentSession is the source, and
+	// the source's bytes never change (seed §8). The default.
+	SessionClone SessionMode = "clone"
+	// SessionAttach starts the worker on the file itself: new entries are
+	// appended to it. Refused for pinned sessions (baselines) and for a
+	// file a live worker already writes.
+	SessionAttach SessionMode = "attach"
 )
 
 // SpawnPhase is a step of a spawn the agent reports before spawned.
@@ -366,6 +383,42 @@ func (f *TaskEscalatedFrame) Schema(s *Schema) {
 	s.String("reason", &f.Reason, Required)
 }
 
+// RepoHeadFrame (S→A) asks for the git HEAD commit of a directory on the
+// agent's machine: recorded with a baseline, and compared with it later to
+// flag a baseline whose repository moved on (AC-3.5.6).
+type RepoHeadFrame struct {
+	Header
+	Cwd string
+}
+
+// FrameType returns "repo_head".
+func (*RepoHeadFrame) FrameType() string { return TypeRepoHead }
+
+// Schema lists repo_head's fields.
+func (f *RepoHeadFrame) Schema(s *Schema) {
+	s.String("cwd", &f.Cwd, Required)
+}
+
+// RepoHeadResultFrame (A→S) answers repo_head with the 40- (or 64-) hex
+// commit id, or an error: not_found (no such directory), not_a_repo (git
+// knows no HEAD there), git_failed.
+type RepoHeadResultFrame struct {
+	Header
+	Cwd   string
+	Head  string
+	Error *FsError
+}
+
+// FrameType returns "repo_head_result".
+func (*RepoHeadResultFrame) FrameType() string { return TypeRepoHeadResult }
+
+// Schema lists repo_head_result's fields.
+func (f *RepoHeadResultFrame) Schema(s *Schema) {
+	s.String("cwd", &f.Cwd, Required)
+	s.String("head", &f.Head, Optional)
+	OptStruct(s, "error", &f.Error)
+}
+
 // pifleetKinds are the frame types above. They are registered by init
 // rather than in frameKinds so that this file is the one place that adds
 // them; moving them into frameKinds changes nothing else.
@@ -384,6 +437,8 @@ var pifleetKinds = []frameKind{
 	kind[ModelDriftFrame](),
 	kind[SessionsRemovedFrame](),
 	kind[TaskEscalatedFrame](),
+	kind[RepoHeadFrame](),
+	kind[RepoHeadResultFrame](),
 }
 
 func init() {

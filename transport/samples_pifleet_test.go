@@ -29,5 +29,11 @@ func pifleetFrameSamples() []Frame {
 		&ModelDriftFrame{InstanceID: "i-1", Expected: ModelRef{Provider: "p", ID: "m"}, Actual: ModelRef{Provider: "q", ID: "n"}, Refused: true},
 		&SessionsRemovedFrame{Machine: "build-01", Paths: []string{"/s/old.jsonl"}},
 		&TaskEscalatedFrame{TaskID: "task-1", InstanceID: "i-1", RequestID: "u-1", Reason: "rejected 3 times"},
+		&RepoHeadFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api"},
+		&RepoHeadResultFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api", Head: "0123456789abcdef0123456789abcdef01234567"},
+		&RepoHeadResultFrame{Header: Header{ID: "r-10"}, Cwd: "/tmp", Error: &FsError{Code: "not_a_repo", Message: "no HEAD"}},
+		// Extensions of v1 frames.
+		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
+		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},
 	}
 }

@@ -35,6 +35,9 @@ type Agent struct {
 
 	lister  *session.Lister
 	watcher *session.Watcher // owned by the reporter goroutine
+	// rescan asks the reporter for a poll now (a worker settled, started
+	// or stopped: its session file changed).
+	rescan chan struct{}
 
 	ready chan struct{} // closed once the first listener is bound
 	addr  atomic.Pointer[net.TCPAddr]
@@ -95,6 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		cache:      bc,
 		lister:     lister,
 		watcher:    session.NewWatcher(lister),
+		rescan:     make(chan struct{}, 1),
 		ready:      make(chan struct{}),
 		peers:      map[*peer]struct{}{},
 		instances:  map[string]*instance{},
@@ -125,9 +129,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.wg.Go(func() { a.deliverLoop(ctx) })
-	if a.cfg.SessionsPoll > 0 {
-		a.wg.Go(func() { a.reportLoop(ctx) })
-	}
+	a.wg.Go(func() { a.reportLoop(ctx) })
 	err := a.listen(ctx)
 	a.wg.Wait()
 	return err
@@ -265,9 +267,10 @@ func (a *Agent) admit(ctx context.Context, nc net.Conn) {
 		return
 	}
 	p := &peer{
-		key:  fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
-		id:   id,
-		sent: make(chan struct{}),
+		key:     fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
+		id:      id,
+		sent:    make(chan struct{}),
+		greeted: make(chan struct{}),
 	}
 	p.conn = transport.NewConn(nc, transport.Options{Logger: a.log,
 		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout})
@@ -282,6 +285,10 @@ type peer struct {
 	// pifleet is set once the peer announced CapabilityPifleet.
 	pifleet atomic.Bool
 	sent    chan struct{} // closed after hello and the outbox replay
+	// greeted is closed when the server's hello arrived (a pifleet server
+	// sends one; a TypeScript server never does).
+	greeted   chan struct{}
+	greetOnce sync.Once
 }
 
 // handle runs the accept sequence of reference 1.6 and then dispatches.
@@ -347,7 +354,7 @@ func (a *Agent) hello() *transport.HelloFrame {
 // exec_disabled.
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
-		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "readopt"}
+		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt"}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -57,6 +57,7 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 		if slices.Contains(f.Capabilities, transport.CapabilityPifleet) {
 			p.pifleet.Store(true)
 		}
+		p.greetOnce.Do(func() { close(p.greeted) })
 	case *transport.ErrorFrame:
 		// Never answered (pitfall 5).
 		a.log.Warn().Str("peer", p.key).Str("code", f.Code).Str("msg", f.Message).Msg("server reported an error")
@@ -88,6 +89,8 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 		async(func() transport.Frame { return a.search(ctx, f) })
 	case *transport.SessionEntriesFrame:
 		async(func() transport.Frame { return a.sessionEntries(f) })
+	case *transport.RepoHeadFrame:
+		async(func() transport.Frame { return a.repoHead(ctx, f) })
 	case *transport.EventsSinceFrame:
 		a.eventsSince(ctx, p, f)
 	case *transport.FsReadFrame, *transport.FsListFrame, *transport.FsGrepFrame, *transport.FsDiffFrame:

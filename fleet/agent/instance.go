@@ -123,6 +123,10 @@ func (in *instance) pump(w *worker.Worker) {
 			}
 		}
 		switch {
+		case ev.Kind == "session_info_changed":
+			// Renamed (baseline:…, task:…): the listing should say so now,
+			// not at the next poll.
+			in.a.rescanSessions()
 		case ev.Kind == "agent_start":
 			// The shim forgets an event once it is taken from Events. Store
 			// that a run is open, so that an agent killed before it handled
@@ -169,6 +173,7 @@ func (in *instance) settled(w *worker.Worker, s *worker.Settled) {
 		in.a.finishTask(f, t.owner)
 	}
 	in.a.persistWorker(in.id, w)
+	in.a.rescanSessions() // the run's entries are in the file now
 }
 
 // exited ends the open task as aborted and marks the instance ended.
@@ -218,6 +223,7 @@ func (in *instance) exited(w *worker.Worker, e *worker.Exit) {
 	}); err != nil && !errors.Is(err, agentstore.ErrNotFound) {
 		in.log.Error().Err(err).Msg("cannot record the worker's end")
 	}
+	in.a.rescanSessions()
 }
 
 func exitText(e *worker.Exit) string {

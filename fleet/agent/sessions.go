@@ -20,6 +20,11 @@ const reportPageBytes = 900 << 10
 // TypeScript agent's cap on its single report (reference 1.18).
 const reportPageSessions = 200
 
+// helloWait is how long a paged full report waits for the server's hello
+// (a pifleet server answers the agent's at once; a TypeScript server never
+// sends one and gets the first page after this pause).
+const helloWait = 2 * time.Second
+
 // entriesPageBytes bounds the entries of one session_entries_result.
 const entriesPageBytes = 900 << 10
 
@@ -38,8 +43,9 @@ func wireSessions(in []session.SessionInfo) []transport.SessionInfo {
 }
 
 // sendFullReport sends every session to a new connection: one
-// sessions_report {full:true}, followed, when the listing does not fit one
-// frame, by sessions_report {full:false} pages that add the rest.
+// sessions_report {full:true}, or, when the listing does not fit one frame,
+// numbered pages of it (to a pifleet server; a TypeScript one gets the
+// first page, as from the TypeScript agent).
 func (a *Agent) sendFullReport(ctx context.Context, p *peer) {
 	l, err := a.lister.List(ctx)
 	if err != nil {
@@ -55,13 +61,30 @@ func (a *Agent) sendReport(ctx context.Context, p *peer, sessions []transport.Se
 		a.log.Warn().Err(err).Msg("sessions report")
 		return
 	}
-	for i, page := range pages {
-		// A TypeScript server keeps only the latest report: it gets the
-		// first page, the newest sessions, as the TS agent sends them.
-		if i > 0 && p != nil && !p.pifleet.Load() {
-			return
+	if full && len(pages) > 1 && p != nil {
+		// Numbered pages need to know the server is a pifleet one; its
+		// hello may still be on the way.
+		t := time.NewTimer(helloWait)
+		select {
+		case <-p.greeted:
+		case <-t.C:
+		case <-ctx.Done():
 		}
-		f := &transport.SessionsReportFrame{Machine: a.cfg.Machine, Full: full && i == 0, Sessions: page}
+		t.Stop()
+	}
+	for i, page := range pages {
+		f := &transport.SessionsReportFrame{Machine: a.cfg.Machine, Full: full, Sessions: page}
+		if full && len(pages) > 1 {
+			// A TypeScript server keeps only the latest report: it gets
+			// the first page, the newest sessions, as the TS agent sends
+			// them. A pifleet server assembles the numbered pages.
+			if i > 0 && (p == nil || !p.pifleet.Load()) {
+				return
+			}
+			if p != nil && p.pifleet.Load() {
+				f.Page, f.Pages = new(float64(i)), new(float64(len(pages)))
+			}
+		}
 		if p != nil {
 			if p.conn.Send(ctx, f) != nil {
 				return
@@ -74,18 +97,25 @@ func (a *Agent) sendReport(ctx context.Context, p *peer, sessions []transport.Se
 
 // reportLoop polls the session files and sends what changed to pifleet
 // servers: sessions_report {full:false} for new and changed sessions,
-// sessions_removed for the files gone (AC-3.5.4).
+// sessions_removed for the files gone (AC-3.5.4). It polls every
+// SessionsPoll (never when negative) and at once when one of the agent's
+// own workers changed its session (rescanSessions).
 func (a *Agent) reportLoop(ctx context.Context) {
 	if _, err := a.watcher.Full(ctx); err != nil {
 		a.log.Warn().Err(err).Msg("sessions watcher")
 	}
-	t := time.NewTicker(a.cfg.SessionsPoll)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if a.cfg.SessionsPoll > 0 {
+		t := time.NewTicker(a.cfg.SessionsPoll)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
+		case <-a.rescan:
 		}
 		d, err := a.watcher.Poll(ctx)
 		if err != nil || d.Empty() {
@@ -102,6 +132,15 @@ func (a *Agent) reportLoop(ctx context.Context) {
 			}
 			a.broadcast(&transport.SessionsRemovedFrame{Machine: a.cfg.Machine, Paths: paths}, true)
 		}
+	}
+}
+
+// rescanSessions asks the reporter to poll now; requests made while one
+// is pending are merged.
+func (a *Agent) rescanSessions() {
+	select {
+	case a.rescan <- struct{}{}:
+	default:
 	}
 }
 

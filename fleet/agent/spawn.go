@@ -18,6 +18,7 @@ import (
 	"example.com/pifleet/fleet/agent/internal/agentstore"
 	"example.com/pifleet/fleet/agent/internal/fsservice"
 	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 )
 
@@ -36,6 +37,8 @@ const (
 	CodePlatformMismatch   = "platform_mismatch"
 	CodeNoUsableModel      = "no_usable_model"
 	CodeModelProbeFailed   = "model_probe_failed"
+	CodeSessionPinned      = "session_pinned"
+	CodeSessionBusy        = "session_busy"
 )
 
 // SpawnError is a refused spawn: its Code goes into spawn_error.
@@ -72,12 +75,30 @@ func (a *Agent) reserve(f *transport.SpawnFrame) *SpawnError {
 		return refuse(CodeInvalidBundle, "%v", err)
 	}
 	if f.FromSession != "" {
-		if fi, err := os.Stat(f.FromSession); err != nil || fi.IsDir() {
-			return refuse(CodeBadSession, "fromSession %s is not a session file", f.FromSession)
+		if !filepath.IsAbs(f.FromSession) {
+			return refuse(CodeBadSession, "fromSession %q is not an absolute path", f.FromSession)
+		}
+		sum, err := session.Summarize(f.FromSession)
+		if err != nil {
+			return refuse(CodeBadSession, "fromSession %s is not a session file: %v", f.FromSession, err)
+		}
+		if f.SessionMode == transport.SessionAttach && session.KindOf(sum.Name) == session.KindBaseline {
+			return refuse(CodeSessionPinned, "session %s is the pinned baseline %q: resume it as a clone", f.FromSession, sum.Name)
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if f.FromSession != "" && f.SessionMode == transport.SessionAttach {
+		// Two workers appending to one file would interleave two trees.
+		for _, in := range a.instances {
+			in.mu.Lock()
+			busy := in.state == transport.InstanceRunning && in.sessionPath != "" && filepath.Clean(in.sessionPath) == filepath.Clean(f.FromSession)
+			in.mu.Unlock()
+			if busy {
+				return refuse(CodeSessionBusy, "session %s is in use by instance %s", f.FromSession, in.id)
+			}
+		}
+	}
 	if a.cfg.MaxWorkers > 0 {
 		n := a.spawning
 		for _, in := range a.instances {
@@ -350,20 +371,54 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	in.attach(w)
 	a.persistWorker(id, w)
 	a.saveSpec(id, spec, nil)
+	if f.FromSession != "" && f.SessionMode != transport.SessionAttach {
+		// Never write into the source session (a baseline): clone it at
+		// once and work on the copy (seed §8). A worker that cannot clone
+		// is stopped before anyone sees it: it would write the source.
+		if err := in.cloneSource(sctx, f.FromSession); err != nil {
+			if _, serr := w.Stop(ctx); serr != nil {
+				in.log.Warn().Err(serr).Msg("stop after a failed clone")
+			}
+			<-in.pumpDone
+			a.forget(id)
+			return nil, refuse(CodeSpawnFailed, "clone of %s: %v", f.FromSession, err)
+		}
+	} else if f.FromSession != "" {
+		in.refreshSession(sctx)
+	}
 	a.mu.Lock()
 	a.instances[id] = in
 	a.order = append(a.order, id)
 	a.mu.Unlock()
-	if f.FromSession != "" {
-		// Never write into the source session (a baseline): clone it at
-		// once and work on the copy (seed §8).
-		if _, err := in.call(sctx, map[string]any{"type": "clone"}); err != nil {
-			in.log.Error().Err(err).Msg("clone of fromSession failed")
-		}
-		in.refreshSession(sctx)
-	}
 	in.recordSession()
+	a.rescanSessions()
 	return in, nil
+}
+
+// cloneSource makes the worker, started on source, continue in a new
+// session file holding source's active branch (pi's clone); the new
+// file's header names source as its parentSession.
+func (in *instance) cloneSource(ctx context.Context, source string) error {
+	line, err := in.call(ctx, map[string]any{"type": "clone"})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Data struct {
+			Cancelled bool `json:"cancelled"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(line, &r) == nil && r.Data.Cancelled {
+		return errors.New("the worker cancelled the clone")
+	}
+	in.refreshSession(ctx)
+	in.mu.Lock()
+	path := in.sessionPath
+	in.mu.Unlock()
+	if path == "" || filepath.Clean(path) == filepath.Clean(source) {
+		return fmt.Errorf("the worker still works on %s after clone", source)
+	}
+	return nil
 }
 
 // workerSpec is the supervision spec of a worker.
