@@ -52,6 +52,9 @@ type agentState struct {
 	// spawning maps a spawn request id to its instance until spawned.
 	spawning map[string]*instance
 	orphans  map[string][]*transport.EventFrame
+	// catchUp serialises the agent's session catch-ups (seed §9: one
+	// catch_up at a time per projection).
+	catchUp sync.Mutex
 }
 
 // waiter is a request whose answer changes state: onAnswer runs on the

@@ -21,6 +21,7 @@ import (
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
@@ -202,6 +203,10 @@ func newAgentWorld(t *testing.T, machine, pin, whois string) *agentWorld {
 	addr := ln.Addr().String()
 	ln.Close()
 	stateDir := shortDir(t, "pfa") // shim socket paths must stay short
+	// Registered before any agent starts, so it runs after the agents
+	// were killed: whatever worker they left running is stopped, and the
+	// test fails naming it.
+	e2ekit.CleanupWorkers(t, stateDir)
 	return &agentWorld{bin: bin, addr: addr, cwd: ps.Dir,
 		args: []string{"serve", "--listen", addr, "--machine", machine, "--server", pin, "--whois-static", whois,
 			"--state-dir", stateDir, "--pi", ps.Path},
@@ -351,14 +356,6 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sp.InstanceID
-	stopped := false
-	t.Cleanup(func() { // a failed test leaves no worker behind
-		if !stopped {
-			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer scancel()
-			_ = c.Stop(sctx, id)
-		}
-	})
 	pr, err := c.Prompt(ctx, id, controlapi.PromptRequest{Text: "bash: cat gate", Task: true})
 	if err != nil || pr.TaskID == "" {
 		t.Fatalf("prompt --task: %+v, %v", pr, err)
@@ -416,7 +413,6 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 	if err := c.Accept(ctx, task, controlapi.DispositionStop); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
 	st, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
@@ -34,6 +35,13 @@ func startAgent(t testing.TB, registryRoot string) (addr, cwd string) {
 // worker's command line, whose Dir is the worker's cwd.
 func startAgentOf(t testing.TB, kind pitest.Kind, registryRoot string) (addr string, ps pitest.Spec) {
 	t.Helper()
+	return startAgentWith(t, kind, registryRoot, nil)
+}
+
+// startAgentWith is startAgentOf with a last word on the agent's
+// configuration.
+func startAgentWith(t testing.TB, kind pitest.Kind, registryRoot string, mod func(*agent.Config)) (addr string, ps pitest.Spec) {
+	t.Helper()
 	ps = pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=orchestrator/ana@example")
 	if err != nil {
@@ -44,6 +52,9 @@ func startAgentOf(t testing.TB, kind pitest.Kind, registryRoot string) (addr str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(stateDir) })
+	// Registered before the agent's own cleanup, so it runs after it: a
+	// test that fails before it stopped its workers leaves none running.
+	e2ekit.CleanupWorkers(t, stateDir)
 	cfg := agent.Config{
 		Machine: "worker-01", Listen: "127.0.0.1:0",
 		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois,
@@ -55,6 +66,9 @@ func startAgentOf(t testing.TB, kind pitest.Kind, registryRoot string) (addr str
 		// Offline, and nothing of the machine's own pi configuration.
 		cfg.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
 		cfg.StopGrace = 10 * time.Second
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {

@@ -3,6 +3,9 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"example.com/pifleet/session"
 )
 
 // Errors that callers test for with errors.Is.
@@ -36,7 +39,36 @@ var (
 	ErrNotSupported = errors.New("fleet: agent does not support this operation")
 	// ErrUnknownUIRequest: no pending worker dialog with that id.
 	ErrUnknownUIRequest = errors.New("fleet: unknown ui request")
+	// ErrUnknownSession is matched by every *UnknownSessionError.
+	ErrUnknownSession = errors.New("fleet: unknown session")
+	// ErrSessionPinned: attaching to a pinned session (a baseline) is
+	// refused: its bytes must never change (AC-3.5.3). Resume it as a
+	// clone.
+	ErrSessionPinned = errors.New("fleet: session is pinned")
+	// ErrSessionBusy: a live instance is attached to the session already;
+	// two workers appending to one file would interleave two trees.
+	ErrSessionBusy = errors.New("fleet: session in use")
 )
+
+// UnknownSessionError: no session of the registry matches Ref (a path, a
+// session id or a name) on Machine (any machine when empty).
+type UnknownSessionError struct {
+	Ref, Machine string
+}
+
+func (e *UnknownSessionError) Error() string {
+	what := "unknown session: " + e.Ref
+	if name, ok := strings.CutPrefix(e.Ref, session.BaselinePrefix); ok {
+		what = "unknown baseline: " + name
+	}
+	if e.Machine != "" {
+		what += " (on " + e.Machine + ")"
+	}
+	return "fleet: " + what
+}
+
+// Is makes errors.Is(err, ErrUnknownSession) true.
+func (e *UnknownSessionError) Is(target error) bool { return target == ErrUnknownSession }
 
 // SpawnError is the agent's refusal of a spawn: the spawn_error code
 // (max_workers, spawn_failed, platform_mismatch, pin_mismatch,

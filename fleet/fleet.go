@@ -56,17 +56,23 @@ type Fleet struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	mu          sync.Mutex
-	state       lifecycle
-	agents      map[string]*agentState
-	instances   map[string]*instance
-	tasks       map[string]*task
-	subs        map[*Subscription]struct{}
-	sessions    map[string]*session.Projection // per agent name
+	mu        sync.Mutex
+	state     lifecycle
+	agents    map[string]*agentState
+	instances map[string]*instance
+	tasks     map[string]*task
+	subs      map[*Subscription]struct{}
+	sessions  map[string]*session.Projection // per agent name
+	// heads are the HEADs last seen of baselines' repositories, by
+	// machine and cwd (staleness flags).
+	heads       map[string]string
 	listeners   []net.Listener
 	httpSrv     *http.Server
 	regURL      string
 	inboundAddr string
+
+	mirrorMu sync.Mutex
+	mirrors  map[string]*session.Mirror // by machine and session path
 
 	notifyMu   sync.Mutex
 	notifyCond *sync.Cond
@@ -119,6 +125,8 @@ func New(opts ...Option) (*Fleet, error) {
 		store:     st,
 		trust:     ts,
 		sessions:  map[string]*session.Projection{},
+		heads:     map[string]string{},
+		mirrors:   map[string]*session.Mirror{},
 		rand:      cfg.Rand,
 		agents:    map[string]*agentState{},
 		instances: map[string]*instance{},
@@ -370,6 +378,7 @@ func (f *Fleet) Close() error {
 		f.notifyCond.Broadcast()
 		f.notifyMu.Unlock()
 		f.wg.Wait()
+		f.closeMirrors()
 		f.closeErr = f.store.Close()
 	})
 	return f.closeErr
@@ -439,6 +448,7 @@ func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*server
 	}
 	if InstanceTable.IsFinal(to) {
 		inst.endLocked()
+		f.detachSessionLocked(inst)
 	}
 	return true
 }
@@ -557,16 +567,17 @@ type ChangeKind string
 
 // Change kinds.
 const (
-	ChangeAgentState    ChangeKind = "agent_state"    // a connection transition (From, To, Event)
-	ChangeInstanceState ChangeKind = "instance_state" // an instance transition
-	ChangeTaskState     ChangeKind = "task_state"     // a task's review state
-	ChangeEvent         ChangeKind = "event"          // a worker event (WorkerEvent)
-	ChangeTaskDone      ChangeKind = "task_done"      // a new task_done (Report)
-	ChangeEscalated     ChangeKind = "escalated"      // a task waits for a human (TaskID)
-	ChangeUIRequest     ChangeKind = "ui_request"     // a worker dialog waits for an answer (UI)
-	ChangeSpawnProgress ChangeKind = "spawn_progress" // a spawn step (Event is the phase)
-	ChangeModelDrift    ChangeKind = "model_drift"    // a worker's model changed (Message)
-	ChangeSessions      ChangeKind = "sessions"       // an agent's session inventory changed
+	ChangeAgentState     ChangeKind = "agent_state"     // a connection transition (From, To, Event)
+	ChangeInstanceState  ChangeKind = "instance_state"  // an instance transition
+	ChangeTaskState      ChangeKind = "task_state"      // a task's review state
+	ChangeEvent          ChangeKind = "event"           // a worker event (WorkerEvent)
+	ChangeTaskDone       ChangeKind = "task_done"       // a new task_done (Report)
+	ChangeEscalated      ChangeKind = "escalated"       // a task waits for a human (TaskID)
+	ChangeUIRequest      ChangeKind = "ui_request"      // a worker dialog waits for an answer (UI)
+	ChangeSpawnProgress  ChangeKind = "spawn_progress"  // a spawn step (Event is the phase)
+	ChangeModelDrift     ChangeKind = "model_drift"     // a worker's model changed (Message)
+	ChangeSessions       ChangeKind = "sessions"        // an agent's session inventory changed
+	ChangeSessionEntries ChangeKind = "session_entries" // a worker session's new entries were mirrored (Message)
 )
 
 // Change is one thing that happened in the fleet.

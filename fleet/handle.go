@@ -62,9 +62,13 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 				Message: fr.Expected.Provider + "/" + fr.Expected.ID + " → " + fr.Actual.Provider + "/" + fr.Actual.ID})
 		}
 	case *transport.SessionsReportFrame:
-		f.onSessionsLocked(a, session.Report{Machine: a.name, Full: fr.Full, Sessions: sessionInfos(fr.Sessions)})
+		r := session.Report{Machine: a.name, Full: fr.Full, Sessions: sessionInfos(fr.Sessions)}
+		if fr.Page != nil && fr.Pages != nil {
+			r.Page, r.Pages = int(*fr.Page), int(*fr.Pages)
+		}
+		after = append(after, f.onSessionsLocked(a, r)...)
 	case *transport.SessionsRemovedFrame:
-		f.onSessionsLocked(a, session.Report{Machine: a.name, Removed: fr.Paths})
+		after = append(after, f.onSessionsLocked(a, session.Report{Machine: a.name, Removed: fr.Paths})...)
 	case *transport.SpawnedFrame:
 		// The answer to a spawn whose caller gave up (timeout): nobody
 		// tracks the worker, so it is stopped rather than left running.
@@ -151,6 +155,8 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 	}
 	if ev.Type == pirpc.EventAgentSettled {
 		after = append(after, f.onSettledLocked(inst))
+		agent, id := a.name, inst.id
+		after = append(after, func() { f.scheduleCatchUp(agent, id) })
 	}
 	return after
 }
@@ -282,21 +288,42 @@ func num(p *float64) int64 {
 }
 
 // onSessionsLocked applies a sessions report to the agent's projection
-// and persists it.
-func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) {
+// and persists it. Once a full report made the projection synced, the
+// sessions of the agent's workers are caught up (entries written while
+// the server was away, AC-3.5.7) and its baselines' HEADs checked; it
+// returns what does that, to run outside the lock.
+func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) []func() {
 	p := f.projectionLocked(a.name)
 	if _, err := p.ApplyReport(r); err != nil {
 		f.log.Warn().Err(err).Str("agent", a.name).Msg("sessions report refused")
+		return nil
+	}
+	if st, _ := p.State(a.name); r.Full && st != session.StateSynced {
+		return nil // more pages to come
+	}
+	f.persistProjectionLocked(a.name)
+	f.publishLocked(Change{Kind: ChangeSessions, Agent: a.name})
+	if !r.Full {
+		return nil
+	}
+	name := a.name
+	return []func(){f.catchUpAgentLocked(name), func() { f.refreshBaselinesAsync(name) }}
+}
+
+// refreshBaselinesAsync checks the HEADs of the agent's baselines in the
+// background.
+func (f *Fleet) refreshBaselinesAsync(agent string) {
+	f.mu.Lock()
+	if f.state != lifeStarted {
+		f.mu.Unlock()
 		return
 	}
-	raw, err := p.MarshalJSON()
-	if err == nil {
-		err = f.store.PutProjection(a.name, raw)
-	}
-	if err != nil {
-		f.log.Warn().Err(err).Str("agent", a.name).Msg("persist session projection")
-	}
-	f.publishLocked(Change{Kind: ChangeSessions, Agent: a.name})
+	f.wg.Add(1)
+	f.mu.Unlock()
+	go func() {
+		defer f.wg.Done()
+		f.RefreshBaselines(f.ctx, agent)
+	}()
 }
 
 func (f *Fleet) projectionLocked(name string) *session.Projection {

@@ -127,9 +127,17 @@ type SpawnOptions struct {
 	PinnedHash string
 	// Model overrides the bundle's model policy.
 	Model *transport.ModelRef
-	// FromSession starts the worker from a copy of a session (a path or
-	// "baseline:NAME").
+	// FromSession starts the worker on a session of the registry: its
+	// path, its session id or its name ("baseline:api"; the newest of that
+	// name). The session's machine, cwd and bundle are used for an empty
+	// machine, cwd or bundle name. A baseline whose repository's HEAD moved
+	// is used, and flagged stale (Instance.Origin, AC-3.5.6).
 	FromSession string
+	// SessionMode is clone (default: the worker clones the session at once
+	// and works in the new file, named task:<taskId>:<slug>; the source's
+	// bytes never change) or attach (it appends to the session itself;
+	// refused for pinned sessions with ErrSessionPinned).
+	SessionMode transport.SessionMode
 	// Env is added to the worker's environment.
 	Env map[string]string
 	// Budget limits the worker's spend.
@@ -193,6 +201,14 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 	if f.cfg.RegistryRoot == "" {
 		return nil, &ConfigError{Field: "RegistryRoot", Reason: "Spawn needs a registry"}
 	}
+	var origin *serverstore.Instance
+	if opts.FromSession != "" {
+		o, err := f.resolveOrigin(ctx, &machine, &cwd, &bundleName, &opts)
+		if err != nil {
+			return nil, err
+		}
+		origin = o
+	}
 	man, err := registry.Show(f.cfg.RegistryRoot, bundleName)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: spawn: %w", err)
@@ -237,6 +253,14 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 	if opts.Model != nil {
 		rec.Model = &serverstore.ModelRef{Provider: opts.Model.Provider, ID: opts.Model.ID, Thinking: opts.Model.Thinking}
 	}
+	fromSession, sessionMode := "", transport.SessionMode("")
+	if origin != nil {
+		rec.FromSession, rec.SessionMode, rec.StaleBaseline = origin.FromSession, origin.SessionMode, origin.StaleBaseline
+		fromSession = origin.FromSession
+		if origin.SessionMode == string(transport.SessionAttach) {
+			sessionMode = transport.SessionAttach // absent means clone, for TypeScript agents too
+		}
+	}
 	inst := newInstance(f, "", machine, rec, InstanceTable.Start())
 	inst.maxRejects = maxRejects
 	inst.onProgress = opts.OnProgress
@@ -244,7 +268,7 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 		inst.autoAnswer = man.UI.AutoAnswer
 	}
 	fr := &transport.SpawnFrame{Header: transport.Header{ID: "spawn-" + f.hex(12), TraceID: traceID},
-		Cwd: cwd, Bundle: bundleName, BundleHash: opts.PinnedHash, FromSession: opts.FromSession,
+		Cwd: cwd, Bundle: bundleName, BundleHash: opts.PinnedHash, FromSession: fromSession, SessionMode: sessionMode,
 		Model: opts.Model, Budget: opts.Budget}
 	if len(env) > 0 {
 		fr.Env = env
@@ -276,17 +300,24 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 	defer cancel()
 	_, err = await(wctx, w)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if err != nil {
 		delete(a.waiters, spawnID)
 		delete(a.spawning, spawnID)
 		f.fireLocked(inst, EventSpawnError, nil)
+		f.mu.Unlock()
 		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
 	}
+	f.mu.Unlock()
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
-	return &Instance{f: f, id: inst.id}, nil
+	h := &Instance{f: f, id: inst.id}
+	if err := f.nameClone(wctx, h); err != nil {
+		// An unnamed clone carries its baseline's name: it must not live.
+		_ = h.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return h, nil
 }
 
 // spawnedLocked registers a spawned instance: the steps the agent did not
@@ -308,6 +339,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 		f.fireLocked(inst, EventProvisioningStarted, nil)
 	}
 	f.instances[inst.id] = inst
+	f.annotateSpawnedLocked(inst)
 	f.fireLocked(inst, EventSpawned, nil)
 	for _, ev := range a.orphans[inst.id] {
 		f.onEventLocked(a, ev)
@@ -518,6 +550,8 @@ func (f *Fleet) stopAnswer(inst *instance) func(transport.Frame) {
 			if ans.SessionPath != "" {
 				inst.rec.SessionPath = ans.SessionPath
 			}
+			// The worker's last entries, written as it stopped.
+			f.scheduleCatchUpLocked(inst.agent, inst.id)
 			if ans.Forced {
 				f.fireLocked(inst, EventStoppedForced, func(r *serverstore.Instance) { r.EndReason = "forced" })
 			} else {
@@ -562,6 +596,12 @@ type rpcResult struct {
 }
 
 func (f *Fleet) rpc(ctx context.Context, id string, fields map[string]any, op trust.Operation) (*pirpc.Response, error) {
+	return f.rpcWithin(ctx, id, fields, op, f.requestTimeout())
+}
+
+// rpcWithin is rpc with its own deadline, for commands that take long
+// (compact asks the model for a summary).
+func (f *Fleet) rpcWithin(ctx context.Context, id string, fields map[string]any, op trust.Operation, timeout time.Duration) (*pirpc.Response, error) {
 	f.mu.Lock()
 	inst, a, c, err := f.lookupLocked(id, op)
 	if err != nil {
@@ -588,7 +628,7 @@ func (f *Fleet) rpc(ctx context.Context, id string, fields map[string]any, op tr
 		}
 	}}
 	f.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer func() {
 		f.mu.Lock()

@@ -15,6 +15,11 @@ import (
 //
 // known are the agent's instances when the connection was established:
 // one spawned later is not in the list's answer and is not lost.
+//
+// A snapshot is applied only to the state it was asked for: frames of the
+// same connection (a task_done, a verdict and its stop) may move the
+// instance while get_state is out, and the command a state re-sends was
+// then already sent on this connection.
 func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.requestTimeout())
 	defer cancel()
@@ -77,12 +82,30 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 				f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: events replay failed")
 			}
 		}
+		f.mu.Lock()
+		asked := inst.m.State()
+		f.mu.Unlock()
 		_, err := f.rpc(ctx, inst.id, map[string]any{"type": "get_state"}, trust.OpView)
+		f.mu.Lock()
+		now := inst.m.State()
+		if now != asked || InstanceTable.IsFinal(now) {
+			// The connection is up, so the application and the agent's
+			// frames (a task_done, an accept with stop and its stopped
+			// answer) move the instance while get_state is out. The
+			// snapshot describes the state it was asked for; applied to
+			// the new one it would send the new state's command a second
+			// time (a stop already sent on this connection) or confirm
+			// what it does not show.
+			f.mu.Unlock()
+			f.log.Debug().AnErr("getStateErr", err).Str("instance", inst.id).Str("asked", string(asked)).Str("now", string(now)).
+				Msg("reconcile: the instance moved on during get_state; snapshot not applied")
+			continue
+		}
 		if err != nil {
+			f.mu.Unlock()
 			f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: get_state failed; left as it is")
 			continue
 		}
-		f.mu.Lock()
 		streaming := inst.snapshot != nil && inst.snapshot.IsStreaming
 		f.applySnapshotLocked(a, c, inst, streaming)
 		f.mu.Unlock()

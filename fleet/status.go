@@ -8,6 +8,7 @@ import (
 
 	"example.com/pifleet/dialer"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
 )
@@ -52,6 +53,12 @@ type InstanceStatus struct {
 	EndReason  string
 	PendingUI  []UIRequest
 	SessionRef string
+	// FromSession is the session the worker started from (a clone of it,
+	// or attached to it: SessionMode); StaleBaseline flags a baseline whose
+	// repository had moved on at spawn (AC-3.5.6).
+	FromSession   string
+	SessionMode   string
+	StaleBaseline bool
 }
 
 // Status is a snapshot of the whole fleet.
@@ -59,6 +66,9 @@ type Status struct {
 	Agents    []AgentStatus
 	Instances []InstanceStatus
 	Tasks     []TaskInfo
+	// Baselines are the baseline sessions of every agent, stale ones
+	// flagged (AC-3.5.6).
+	Baselines []SessionView
 }
 
 // Status returns the agents, instances and tasks. The dialer's view is
@@ -78,9 +88,10 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		}
 		cancel()
 	}
+	baselines := f.ListSessions(SessionFilter{Kind: session.KindBaseline})
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var st Status
+	st := Status{Baselines: baselines}
 	for _, a := range f.agents {
 		as := AgentStatus{Name: a.name, Addresses: slices.Clone(a.addrs), Source: a.source, State: a.m.State(),
 			Machine: a.identity.Machine, User: a.identity.User, Policy: a.policy, Addr: a.addr,
@@ -98,7 +109,8 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
 			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: inst.rec.Model, Degraded: inst.rec.Degraded,
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
-			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath}
+			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
+			FromSession: inst.rec.FromSession, SessionMode: inst.rec.SessionMode, StaleBaseline: inst.rec.StaleBaseline}
 		for _, u := range inst.ui {
 			is.PendingUI = append(is.PendingUI, *u)
 		}

@@ -109,7 +109,6 @@ func (t *Task) Done() <-chan struct{} {
 // exactly once) and the instance waits in awaiting_review for a verdict.
 func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) (*Task, error) {
 	f := i.f
-	id := f.newTaskID()
 	f.mu.Lock()
 	inst := f.instances[i.id]
 	if inst == nil {
@@ -121,6 +120,11 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 		f.mu.Unlock()
 		return nil, &StateError{Kind: "instance", ID: i.id, State: string(st), Op: "submit a task to"}
 	}
+	id := f.taskIDFor(inst)
+	f.mu.Unlock()
+	// The session is named after its task before the task starts (seed §8).
+	f.nameForTask(ctx, i.id, id, text)
+	f.mu.Lock()
 	t := &task{done: make(chan struct{}), rec: serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,
 		Prompt: text, TraceID: inst.rec.TraceID, State: string(StateRunning), MaxRejects: inst.maxRejects}}
 	// Recorded before it is sent: a task_done can never name a task the

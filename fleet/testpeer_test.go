@@ -39,6 +39,15 @@ type testAgentPeer struct {
 	// updates is how many message_update events precede each answer.
 	updates int
 	tasks   map[string]string // task id → instance id
+	// holdGetState makes get_state answers wait for releaseGetState;
+	// getStateHeld gets a token for each one held.
+	holdGetState bool
+	heldGetState []func()
+	getStateHeld chan struct{}
+	// stopGate, when set, is handed the stopped answer of each stop (and
+	// task_accept with stop) to send when it likes, instead of its being
+	// sent at once; the worker counts as stopped already.
+	stopGate func(send func())
 
 	frames chan transport.Frame // every frame received, in order
 	wg     sync.WaitGroup
@@ -63,9 +72,10 @@ func newTestAgentPeer(t testing.TB, machine string, pifleet bool) *testAgentPeer
 	p := &testAgentPeer{
 		t: t, ln: ln, machine: machine, platform: "linux", pifleet: pifleet,
 		instances: map[string]*peerInstance{}, held: map[string]peerRun{}, tasks: map[string]string{},
-		frames: make(chan transport.Frame, 4096),
-		reply:  func(id, text string) string { return "done: " + text + " (" + id + ")" },
-		seq:    1_700_000_000_000,
+		frames:       make(chan transport.Frame, 4096),
+		getStateHeld: make(chan struct{}, 16),
+		reply:        func(id, text string) string { return "done: " + text + " (" + id + ")" },
+		seq:          1_700_000_000_000,
 	}
 	p.wg.Add(1)
 	go p.accept()
@@ -216,8 +226,19 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 		case "get_state":
 			p.mu.Lock()
 			_, streaming := p.held[fr.InstanceID]
+			answer := func() {
+				p.event(c, fr.InstanceID, fmt.Sprintf(`{"type":"response","id":%q,"command":"get_state","success":true,"data":{"isStreaming":%v,"isCompacting":false,"sessionId":"s-1","messageCount":2,"pendingMessageCount":0}}`, cmd.ID, streaming))
+			}
+			hold := p.holdGetState
+			if hold {
+				p.heldGetState = append(p.heldGetState, answer)
+			}
 			p.mu.Unlock()
-			p.event(c, fr.InstanceID, fmt.Sprintf(`{"type":"response","id":%q,"command":"get_state","success":true,"data":{"isStreaming":%v,"isCompacting":false,"sessionId":"s-1","messageCount":2,"pendingMessageCount":0}}`, cmd.ID, streaming))
+			if hold {
+				p.getStateHeld <- struct{}{}
+				return
+			}
+			answer()
 		case "abort":
 			p.mu.Lock()
 			_, held := p.held[fr.InstanceID]
@@ -226,6 +247,12 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 			if held {
 				p.event(c, fr.InstanceID, `{"type":"agent_end","messages":[]}`)
 				p.event(c, fr.InstanceID, `{"type":"agent_settled"}`)
+			}
+		default:
+			// pi answers every other command it knows (set_session_name,
+			// set_model, …) with a bare success.
+			if cmd.ID != "" {
+				p.event(c, fr.InstanceID, fmt.Sprintf(`{"type":"response","id":%q,"command":%q,"success":true}`, cmd.ID, cmd.Type))
 			}
 		}
 	case *transport.TaskRejectFrame:
@@ -244,7 +271,7 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 			reply(&transport.ErrorFrame{Code: "unknown_instance", Message: "no instance " + fr.InstanceID})
 			return
 		}
-		reply(&transport.StoppedFrame{InstanceID: fr.InstanceID})
+		p.stopped(func() { reply(&transport.StoppedFrame{InstanceID: fr.InstanceID}) })
 	case *transport.ListFrame:
 		p.mu.Lock()
 		list := []transport.InstanceInfo{}
@@ -285,7 +312,7 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 			p.mu.Lock()
 			in.info.State = transport.InstanceStopped
 			p.mu.Unlock()
-			reply(&transport.StoppedFrame{InstanceID: id})
+			p.stopped(func() { reply(&transport.StoppedFrame{InstanceID: id}) })
 			return
 		}
 		reply(&transport.InstancesFrame{Instances: []transport.InstanceInfo{in.info}})
@@ -355,6 +382,31 @@ func (p *testAgentPeer) finish(c *transport.Conn, id, text, taskID string) {
 		p.mu.Unlock()
 		p.send(c, &transport.TaskDoneFrame{TaskID: taskID, InstanceID: id, Seq: seq, Status: transport.TaskSettled,
 			Summary: answer, LastAssistantMessage: answer})
+	}
+}
+
+// stopped sends a stopped answer, or hands it to stopGate.
+func (p *testAgentPeer) stopped(send func()) {
+	p.mu.Lock()
+	gate := p.stopGate
+	p.mu.Unlock()
+	if gate == nil {
+		send()
+		return
+	}
+	gate(send)
+}
+
+// releaseGetState sends the held get_state answers and stops holding
+// them.
+func (p *testAgentPeer) releaseGetState() {
+	p.mu.Lock()
+	held := p.heldGetState
+	p.heldGetState = nil
+	p.holdGetState = false
+	p.mu.Unlock()
+	for _, answer := range held {
+		answer()
 	}
 }
 

@@ -107,10 +107,24 @@ type Instance struct {
 	Degraded bool `json:"degraded,omitempty"`
 	// EndReason says why a stopped or failed instance ended when it was
 	// not a graceful stop: "forced", "worker gone", a spawn_error code.
-	EndReason        string    `json:"endReason,omitempty"`
-	LastSeenEventSeq uint64    `json:"lastSeenEventSeq"`
-	CreatedAt        time.Time `json:"createdAt"`
-	UpdatedAt        time.Time `json:"updatedAt"`
+	EndReason        string `json:"endReason,omitempty"`
+	LastSeenEventSeq uint64 `json:"lastSeenEventSeq"`
+	// FromSession is the session the worker started from (seed §8) and
+	// SessionMode how ("clone" or "attach"); StaleBaseline flags a
+	// baseline whose repository's HEAD had moved at spawn (AC-3.5.6).
+	FromSession   string `json:"fromSession,omitempty"`
+	SessionMode   string `json:"sessionMode,omitempty"`
+	StaleBaseline bool   `json:"staleBaseline,omitempty"`
+	// SessionName is the name the server gave the worker's session
+	// (task:<taskId>:<slug>); ReservedTaskID the task id that name uses
+	// before the first task is submitted.
+	SessionName    string `json:"sessionName,omitempty"`
+	ReservedTaskID string `json:"reservedTaskId,omitempty"`
+	// MirrorDone: the session's entries were mirrored after the instance
+	// ended; nothing more will come.
+	MirrorDone bool      `json:"mirrorDone,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // Agent is an agents directory entry added at run time.

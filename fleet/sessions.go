@@ -1,0 +1,649 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/trust"
+)
+
+// The session registry on the server side (seeds §8 and §9): the agents'
+// sessions as they report them, the server's own fields on top (bundle,
+// gitHead, tasks, the attached instance), baselines, resume, and a mirror
+// of the entries of every session a tracked worker writes, kept by
+// catch-up after every settle and after every reconnect (AC-3.5.7).
+
+// namingTimeout bounds the wait for pi's answer to set_session_name.
+const namingTimeout = 10 * time.Second
+
+// SessionFilter selects sessions in ListSessions; zero fields match all.
+type SessionFilter struct {
+	Machine string
+	Kind    session.Kind
+}
+
+// SessionView is one session as the fleet shows it.
+type SessionView struct {
+	session.Record
+	// Registry is the reconciliation state of the machine's projection
+	// (seed §9): anything but synced means the listing may be out of date.
+	Registry session.RegistryState
+	// StaleBaseline flags a baseline whose repository's HEAD is no longer
+	// the GitHead it was primed on (AC-3.5.6), as last checked;
+	// CurrentHead is that check's HEAD ("" when never checked).
+	StaleBaseline bool
+	CurrentHead   string
+}
+
+// SessionOrigin says what a worker's session was started from.
+type SessionOrigin struct {
+	// Source is the path of the session the worker started from; Name its
+	// name then (baseline:api, …).
+	Source, Name string
+	Mode         transport.SessionMode
+	// StaleBaseline: the source is a baseline whose repository's HEAD had
+	// moved when the worker was spawned (AC-3.5.6).
+	StaleBaseline bool
+}
+
+// Origin returns what the instance's session was started from; nil for a
+// worker started on a new session.
+func (i *Instance) Origin() *SessionOrigin {
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	inst := i.f.instances[i.id]
+	if inst == nil || inst.rec.FromSession == "" {
+		return nil
+	}
+	mode := transport.SessionMode(inst.rec.SessionMode)
+	if mode == "" {
+		mode = transport.SessionClone
+	}
+	o := &SessionOrigin{Source: inst.rec.FromSession, Mode: mode, StaleBaseline: inst.rec.StaleBaseline}
+	if rec, ok := i.f.projectionLocked(inst.agent).Get(inst.agent, inst.rec.FromSession); ok {
+		o.Name = rec.Name
+	}
+	return o
+}
+
+// SessionPath returns the worker's session file on its agent's disk.
+func (i *Instance) SessionPath() string {
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	if inst := i.f.instances[i.id]; inst != nil {
+		return inst.rec.SessionPath
+	}
+	return ""
+}
+
+// ListSessions returns the sessions of the registry that match filter,
+// newest first. Baselines are flagged stale from the last HEAD seen for
+// their repository (RefreshBaselines checks again).
+func (f *Fleet) ListSessions(filter SessionFilter) []SessionView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []SessionView{}
+	for name, p := range f.sessions {
+		if filter.Machine != "" && filter.Machine != name {
+			continue
+		}
+		state, _ := p.State(name)
+		for _, rec := range p.Sessions(name) {
+			if filter.Kind != "" && rec.Kind != filter.Kind {
+				continue
+			}
+			if rec.Kind == session.KindBaseline && f.isCloneLocked(rec) {
+				// A fresh clone carries its baseline's name until the
+				// agent reports the task name the server gave it.
+				rec.Kind, rec.Pinned = session.KindTask, false
+			}
+			v := SessionView{Record: rec, Registry: state}
+			if rec.Kind == session.KindBaseline {
+				v.CurrentHead = f.heads[headKey(name, rec.Cwd)]
+				v.StaleBaseline = rec.GitHead != "" && v.CurrentHead != "" && v.CurrentHead != rec.GitHead
+			}
+			out = append(out, v)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b SessionView) int {
+		switch {
+		case a.UpdatedAt != b.UpdatedAt:
+			return int(b.UpdatedAt - a.UpdatedAt)
+		case a.Machine != b.Machine:
+			return strings.Compare(a.Machine, b.Machine)
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	return out
+}
+
+// RefreshBaselines asks the agents for the HEAD of every baseline's
+// repository (machine only, when not empty), so that ListSessions and
+// Status flag the stale ones. Unreachable agents keep their last answer.
+func (f *Fleet) RefreshBaselines(ctx context.Context, machine string) {
+	type repo struct{ machine, cwd string }
+	var repos []repo
+	seen := map[repo]bool{}
+	for _, v := range f.ListSessions(SessionFilter{Machine: machine, Kind: session.KindBaseline}) {
+		r := repo{v.Machine, v.Cwd}
+		if v.GitHead != "" && !seen[r] {
+			seen[r] = true
+			repos = append(repos, r)
+		}
+	}
+	for _, r := range repos {
+		if _, err := f.RepoHead(ctx, r.machine, r.cwd); err != nil {
+			f.log.Debug().Err(err).Str("agent", r.machine).Str("cwd", r.cwd).Msg("baseline HEAD not checked")
+		}
+	}
+}
+
+func headKey(machine, cwd string) string { return machine + "\x00" + cwd }
+
+// RepoHead asks agent machine for the commit HEAD points to in cwd (a
+// pifleet agent: ErrNotSupported otherwise) and remembers it for the
+// staleness flags of the baselines of that repository.
+func (f *Fleet) RepoHead(ctx context.Context, machine, cwd string) (string, error) {
+	f.mu.Lock()
+	a, c, err := f.connForLocked(machine, trust.OpView)
+	if err == nil && !a.pifleet {
+		err = fmt.Errorf("%w: %s (repo_head)", ErrNotSupported, machine)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+	defer cancel()
+	ans, err := c.Request(ctx, &transport.RepoHeadFrame{Cwd: cwd})
+	if err != nil {
+		return "", err
+	}
+	r, ok := ans.(*transport.RepoHeadResultFrame)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("fleet: repo_head answered with %s", ans.FrameType())
+	case r.Error != nil:
+		return "", &FileError{Op: "repo_head", Code: r.Error.Code, Message: r.Error.Message}
+	}
+	f.mu.Lock()
+	f.heads[headKey(machine, cwd)] = r.Head
+	f.mu.Unlock()
+	return r.Head, nil
+}
+
+// ResolveSession finds a session of the registry by reference: its path,
+// its session id, or its name (baseline:api, task:t42:fix-tests; the newest
+// of that name). machine narrows the search; empty searches every agent.
+// A baseline name never resolves to a task clone of it (a clone carries
+// its source's name until the server renames it).
+func (f *Fleet) ResolveSession(machine, ref string) (session.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolveSessionLocked(machine, ref)
+}
+
+func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error) {
+	var byID, byName []session.Record
+	for name, p := range f.sessions {
+		if machine != "" && name != machine {
+			continue
+		}
+		for _, rec := range p.Sessions(name) { // newest first
+			switch {
+			case rec.Path == ref:
+				return rec, nil
+			case rec.SessionID == ref:
+				byID = append(byID, rec)
+			case rec.Name == ref && !(rec.Kind == session.KindBaseline && f.isCloneLocked(rec)):
+				byName = append(byName, rec)
+			}
+		}
+	}
+	for _, l := range [][]session.Record{byID, byName} {
+		if len(l) > 0 {
+			slices.SortStableFunc(l, func(a, b session.Record) int { return int(b.UpdatedAt - a.UpdatedAt) })
+			return l[0], nil
+		}
+	}
+	return session.Record{}, &UnknownSessionError{Ref: ref, Machine: machine}
+}
+
+// isCloneLocked: the session is a worker's clone (it has tasks, or a
+// tracked instance that started from another session writes it).
+func (f *Fleet) isCloneLocked(rec session.Record) bool {
+	if len(rec.TaskIDs) > 0 {
+		return true
+	}
+	if inst := f.instances[rec.AttachedInstanceID]; inst != nil {
+		return inst.rec.FromSession != "" && inst.rec.FromSession != rec.Path
+	}
+	return false
+}
+
+// resolveOrigin checks a spawn's fromSession before any frame is sent and
+// fills in what the spawn left empty (machine, cwd, bundle) from the
+// session's record.
+func (f *Fleet) resolveOrigin(ctx context.Context, machine, cwd, bundleName *string, opts *SpawnOptions) (*serverstore.Instance, error) {
+	mode := opts.SessionMode
+	if mode == "" {
+		mode = transport.SessionClone
+	}
+	if mode != transport.SessionClone && mode != transport.SessionAttach {
+		return nil, &ConfigError{Field: "SessionMode", Reason: fmt.Sprintf("%q is neither clone nor attach", mode)}
+	}
+	f.mu.Lock()
+	src, err := f.resolveSessionLocked(*machine, opts.FromSession)
+	if err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	if mode == transport.SessionAttach {
+		if src.Info().Pinned {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s (%s) is a pinned session; resume it as a clone", ErrSessionPinned, src.Path, src.Name)
+		}
+		if inst := f.instances[src.AttachedInstanceID]; inst != nil && !InstanceTable.IsFinal(inst.m.State()) {
+			f.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s is attached to instance %s", ErrSessionBusy, src.Path, inst.id)
+		}
+	}
+	f.mu.Unlock()
+	if *machine == "" {
+		*machine = src.Machine
+	}
+	if *cwd == "" {
+		*cwd = src.Cwd
+	}
+	if *bundleName == "" {
+		*bundleName = src.Bundle
+	}
+	if *bundleName == "" {
+		return nil, &ConfigError{Field: "bundle", Reason: "session " + src.Path + " records no bundle: name one"}
+	}
+	origin := &serverstore.Instance{FromSession: src.Path, SessionMode: string(mode)}
+	if src.Kind == session.KindBaseline && src.GitHead != "" {
+		head, err := f.RepoHead(ctx, src.Machine, src.Cwd)
+		if err != nil {
+			f.log.Warn().Err(err).Str("session", src.Path).Msg("baseline HEAD not checked")
+		} else if head != src.GitHead {
+			origin.StaleBaseline = true
+			f.log.Warn().Str("session", src.Path).Str("baselineHead", src.GitHead).Str("head", head).
+				Msg("baseline is stale: its repository moved on")
+		}
+	}
+	return origin, nil
+}
+
+// annotateSpawnedLocked records the server's fields of a new worker's
+// session: the bundle, the attached instance, and for a clone its task
+// name (seed §8). It returns the rename to send, if any.
+func (f *Fleet) annotateSpawnedLocked(inst *instance) {
+	if inst.rec.SessionPath == "" {
+		return
+	}
+	p := f.projectionLocked(inst.agent)
+	p.Annotate(inst.agent, inst.rec.SessionPath, func(sf *session.ServerFields) {
+		sf.Bundle, sf.BundleHash, sf.AttachedInstanceID = inst.rec.Bundle, inst.rec.BundleHash, inst.id
+	})
+	f.persistProjectionLocked(inst.agent)
+}
+
+// detachSessionLocked: an ended instance no longer writes its session.
+func (f *Fleet) detachSessionLocked(inst *instance) {
+	if inst.rec.SessionPath == "" || inst.id == "" {
+		return
+	}
+	if _, known := f.projectionLocked(inst.agent).Get(inst.agent, inst.rec.SessionPath); !known {
+		return
+	}
+	f.projectionLocked(inst.agent).Annotate(inst.agent, inst.rec.SessionPath, func(sf *session.ServerFields) {
+		if sf.AttachedInstanceID == inst.id {
+			sf.AttachedInstanceID = ""
+		}
+	})
+	f.persistProjectionLocked(inst.agent)
+}
+
+// nameClone gives a fresh clone its task name at once: it carries its
+// source's name (baseline:…) until renamed. The task id is reserved for
+// the instance's first task; the slug is "untitled" until that task's
+// prompt names it.
+func (f *Fleet) nameClone(ctx context.Context, i *Instance) error {
+	f.mu.Lock()
+	inst := f.instances[i.id]
+	if inst == nil || inst.rec.FromSession == "" || inst.rec.SessionMode == string(transport.SessionAttach) {
+		f.mu.Unlock()
+		return nil
+	}
+	id := f.newTaskID()
+	name, err := session.TaskName(id, "")
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := f.setSessionName(ctx, i.id, name); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst.rec.ReservedTaskID, inst.rec.SessionName = id, name
+	f.persistInstanceLocked(inst)
+	return nil
+}
+
+// setSessionName names the worker's session (pi's set_session_name, which
+// pi answers at once: a worker that does not within namingTimeout is not
+// waited for longer).
+func (f *Fleet) setSessionName(ctx context.Context, id, name string) error {
+	_, err := f.rpcWithin(ctx, id, map[string]any{"type": "set_session_name", "name": name}, trust.OpSteer,
+		min(f.requestTimeout(), namingTimeout))
+	if err != nil {
+		return fmt.Errorf("fleet: naming the session of %s %q: %w", id, name, err)
+	}
+	return nil
+}
+
+// taskIDFor returns the id of a new task on inst: the one reserved by its
+// clone's name, once.
+func (f *Fleet) taskIDFor(inst *instance) string {
+	if id := inst.rec.ReservedTaskID; id != "" {
+		inst.rec.ReservedTaskID = ""
+		return id
+	}
+	return f.newTaskID()
+}
+
+// nameForTask gives a clone its task's name, task:<taskId>:<slug>, in
+// place of the untitled one it got at spawn (a worker on a session of its
+// own keeps the name it has, or none), and records the task on the
+// session.
+func (f *Fleet) nameForTask(ctx context.Context, instanceID, taskID, prompt string) {
+	f.mu.Lock()
+	inst := f.instances[instanceID]
+	if inst == nil {
+		f.mu.Unlock()
+		return
+	}
+	untitled, _ := session.TaskName(taskID, "")
+	rename := inst.rec.SessionName == untitled
+	path, agent := inst.rec.SessionPath, inst.agent
+	f.mu.Unlock()
+	if rename {
+		name, err := session.TaskName(taskID, prompt)
+		if err == nil {
+			err = f.setSessionName(ctx, instanceID, name)
+		}
+		if err != nil {
+			f.log.Warn().Err(err).Str("instance", instanceID).Msg("task session not named")
+		} else {
+			f.mu.Lock()
+			inst.rec.SessionName = name
+			f.persistInstanceLocked(inst)
+			f.mu.Unlock()
+		}
+	}
+	if path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.projectionLocked(agent).Annotate(agent, path, func(sf *session.ServerFields) {
+		if !slices.Contains(sf.TaskIDs, taskID) {
+			sf.TaskIDs = append(sf.TaskIDs, taskID)
+		}
+	})
+	f.persistProjectionLocked(agent)
+}
+
+// awaitSession waits (at most the request timeout) until the registry
+// holds the session at path on machine and ok accepts its record.
+func (f *Fleet) awaitSession(ctx context.Context, machine, path string, ok func(session.Record) bool) (session.Record, error) {
+	sub := f.Subscribe(16)
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+	defer cancel()
+	for {
+		f.mu.Lock()
+		rec, found := f.projectionLocked(machine).Get(machine, path)
+		f.mu.Unlock()
+		if found && ok(rec) {
+			return rec, nil
+		}
+		select {
+		case <-sub.C:
+		case <-ctx.Done():
+			return session.Record{}, fmt.Errorf("fleet: session %s on %s: %w", path, machine, ctx.Err())
+		}
+	}
+}
+
+// persistProjectionLocked writes agent's projection to the store.
+func (f *Fleet) persistProjectionLocked(agent string) {
+	raw, err := f.projectionLocked(agent).MarshalJSON()
+	if err == nil {
+		err = f.store.PutProjection(agent, raw)
+	}
+	if err != nil {
+		f.log.Warn().Err(err).Str("agent", agent).Msg("persist session projection")
+	}
+}
+
+// ---- resume ----
+
+// ResumeOptions tune Resume.
+type ResumeOptions struct {
+	// Mode is clone (the default: the worker continues in a new file whose
+	// parentSession is the session) or attach (it appends to the session
+	// itself; refused for a pinned session with ErrSessionPinned).
+	Mode transport.SessionMode
+	// Machine narrows the lookup of the session; Bundle overrides the
+	// session's recorded bundle; the rest is passed to Spawn.
+	Machine, Bundle string
+	Spawn           SpawnOptions
+}
+
+// Resume starts a worker on a session of the registry (a path, a session
+// id or a name) on the machine and in the directory where it lives.
+func (f *Fleet) Resume(ctx context.Context, ref string, opts ResumeOptions) (*Instance, error) {
+	so := opts.Spawn
+	so.FromSession, so.SessionMode = ref, opts.Mode
+	return f.Spawn(ctx, opts.Machine, "", opts.Bundle, so)
+}
+
+// ---- entry mirrors and catch-up (seed §9 catch_up, AC-3.5.7) ----
+
+// MirrorPath returns the file where the fleet mirrors the entries of the
+// session at path on machine.
+func (f *Fleet) MirrorPath(machine, path string) string {
+	return filepath.Join(f.cfg.StateDir, "sessions", url.PathEscape(machine), url.PathEscape(filepath.Base(path)))
+}
+
+func (f *Fleet) mirror(machine, path string) (*session.Mirror, error) {
+	key := machine + "\x00" + path
+	f.mirrorMu.Lock()
+	defer f.mirrorMu.Unlock()
+	if m := f.mirrors[key]; m != nil {
+		return m, nil
+	}
+	mp := f.MirrorPath(machine, path)
+	m, err := session.OpenMirror(mp)
+	if err != nil {
+		var le *session.LineError
+		if !errors.As(err, &le) {
+			return nil, err
+		}
+		// Damaged: start it again from the agent's file.
+		f.log.Warn().Err(err).Str("mirror", mp).Msg("session mirror damaged; fetching it again")
+		if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		if m, err = session.OpenMirror(mp); err != nil {
+			return nil, err
+		}
+	}
+	f.mirrors[key] = m
+	return m, nil
+}
+
+func (f *Fleet) closeMirrors() {
+	f.mirrorMu.Lock()
+	defer f.mirrorMu.Unlock()
+	for k, m := range f.mirrors {
+		_ = m.Close()
+		delete(f.mirrors, k)
+	}
+}
+
+// scheduleCatchUp mirrors, in the background, the entries the sessions
+// of the instances ids gained since their last catch-up.
+func (f *Fleet) scheduleCatchUp(agent string, ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.scheduleCatchUpLocked(agent, ids...)
+}
+
+func (f *Fleet) scheduleCatchUpLocked(agent string, ids ...string) {
+	if f.state != lifeStarted || len(ids) == 0 {
+		return
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for _, id := range ids {
+			if err := f.CatchUp(f.ctx, id); err != nil {
+				f.log.Debug().Err(err).Str("agent", agent).Str("instance", id).Msg("session catch-up")
+			}
+		}
+	}()
+}
+
+// catchUpAgentLocked schedules a catch-up of every session of agent's
+// instances that may have grown: live ones, and ended ones not yet
+// mirrored to their end.
+func (f *Fleet) catchUpAgentLocked(agent string) func() {
+	var ids []string
+	for _, inst := range f.instances {
+		if inst.agent == agent && inst.id != "" && inst.rec.SessionPath != "" && !inst.rec.MirrorDone {
+			ids = append(ids, inst.id)
+		}
+	}
+	slices.Sort(ids)
+	return func() { f.scheduleCatchUp(agent, ids...) }
+}
+
+// CatchUp fetches the entries the instance's session file gained after
+// the last one mirrored (session_entries), appends them to the mirror,
+// and moves the registry through catch_up and back to synced. The agent's
+// projection must be synced (else it returns the *fsmkit.StaleEventError:
+// the catch-up runs again after the next full report). Catch-ups of one
+// agent run one at a time.
+func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
+	f.mu.Lock()
+	inst := f.instances[instanceID]
+	if inst == nil {
+		f.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrUnknownInstance, instanceID)
+	}
+	a, c, err := f.connForLocked(inst.agent, trust.OpView)
+	if err == nil && !a.pifleet {
+		err = fmt.Errorf("%w: %s (session_entries)", ErrNotSupported, inst.agent)
+	}
+	path, ended := inst.rec.SessionPath, InstanceTable.IsFinal(inst.m.State())
+	p := f.projectionLocked(inst.agent)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if path == "" {
+		return nil
+	}
+	a.catchUp.Lock()
+	defer a.catchUp.Unlock()
+	if err := p.BeginCatchUp(inst.agent); err != nil {
+		return err
+	}
+	n, err := f.fetchEntries(ctx, c, inst.agent, instanceID, path)
+	if cerr := p.CaughtUp(inst.agent, path, f.lastMirrored(inst.agent, path)); cerr != nil && err == nil {
+		err = cerr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && ended && !inst.rec.MirrorDone {
+		inst.rec.MirrorDone = true
+		f.persistInstanceLocked(inst)
+	}
+	if n > 0 {
+		f.persistProjectionLocked(inst.agent)
+		f.publishLocked(Change{Kind: ChangeSessionEntries, Agent: inst.agent, InstanceID: instanceID,
+			Message: fmt.Sprintf("%d entries mirrored", n)})
+	}
+	return err
+}
+
+func (f *Fleet) lastMirrored(machine, path string) string {
+	m, err := f.mirror(machine, path)
+	if err != nil {
+		return ""
+	}
+	return m.LastEntryID()
+}
+
+// fetchEntries pages session_entries into the mirror until the agent has
+// no more. A file whose cursor entry is gone (replaced) is mirrored again
+// from its start, once.
+func (f *Fleet) fetchEntries(ctx context.Context, c *transport.Conn, machine, instanceID, path string) (int, error) {
+	m, err := f.mirror(machine, path)
+	if err != nil {
+		return 0, err
+	}
+	total, reset := 0, false
+	for {
+		rctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+		ans, err := c.Request(rctx, &transport.SessionEntriesFrame{InstanceID: instanceID, After: m.LastEntryID()})
+		cancel()
+		if err != nil {
+			return total, err
+		}
+		r, ok := ans.(*transport.SessionEntriesResultFrame)
+		if !ok {
+			return total, fmt.Errorf("fleet: session_entries answered with %s", ans.FrameType())
+		}
+		if r.Error != nil {
+			switch {
+			case r.Error.Code == "not_found":
+				return total, nil // pi writes the file with the first answer
+			case r.Error.Code == "unknown_entry" && !reset:
+				reset = true
+				if err := m.Reset(); err != nil {
+					return total, err
+				}
+				continue
+			}
+			return total, &FileError{Op: "session_entries", Code: r.Error.Code, Message: r.Error.Message}
+		}
+		var entries []json.RawMessage
+		if err := json.Unmarshal(r.Entries, &entries); err != nil {
+			return total, fmt.Errorf("fleet: session_entries: %w", err)
+		}
+		if err := m.Append(entries); err != nil {
+			return total, err
+		}
+		total += len(entries)
+		if !r.More || len(entries) == 0 {
+			return total, nil
+		}
+	}
+}
