@@ -11,6 +11,7 @@ import (
 	"example.com/pifleet/bundle"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
 )
@@ -23,6 +24,9 @@ type fleetBackend struct {
 	doctor func(ctx context.Context, st fleet.Status) []controlapi.Check
 	// watchBuffer is each watch's subscription buffer.
 	watchBuffer int
+	// searchTimeout bounds one agent's session search
+	// (transport.DefaultRequestTimeout when zero).
+	searchTimeout time.Duration
 }
 
 var _ controlapi.Backend = (*fleetBackend)(nil)
@@ -38,6 +42,7 @@ func apiError(err error) error {
 	var spawnErr *fleet.SpawnError
 	var rebundleErr *fleet.RebundleError
 	var platformErr *bundle.PlatformError
+	var fileErr *fleet.FileError
 	switch {
 	case errors.As(err, &spawnErr):
 		code, detail = controlapi.CodeSpawnError, spawnErr.Code
@@ -55,6 +60,12 @@ func apiError(err error) error {
 		code = controlapi.CodeUnknownAgent
 	case errors.Is(err, fleet.ErrUnknownUIRequest):
 		code = controlapi.CodeUnknownUIRequest
+	case errors.Is(err, fleet.ErrUnknownSession):
+		code = controlapi.CodeUnknownSession
+	case errors.Is(err, fleet.ErrSessionPinned):
+		code = controlapi.CodeSessionPinned
+	case errors.Is(err, fleet.ErrSessionBusy):
+		code = controlapi.CodeSessionBusy
 	case errors.Is(err, bundle.CodeNotFound):
 		code = controlapi.CodeUnknownBundle
 	case errors.Is(err, trust.ErrPolicyRefused), errors.Is(err, trust.ErrRefused):
@@ -67,8 +78,13 @@ func apiError(err error) error {
 		code = controlapi.CodeNotSupported
 	case errors.Is(err, fleet.ErrClosed):
 		code = controlapi.CodeUnavailable
-	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy):
+	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy),
+		errors.Is(err, session.ErrInvalidName):
 		code = controlapi.CodeBadRequest
+	case errors.As(err, &fileErr) && (fileErr.Code == "not_found" || fileErr.Code == "path_escape"):
+		// The control API serves no files: such an answer is about a
+		// directory the request named (a baseline's cwd).
+		code, detail = controlapi.CodeBadRequest, fileErr.Code
 	}
 	return &controlapi.Error{Code: code, Message: err.Error(), Detail: detail}
 }
@@ -83,13 +99,23 @@ func (b *fleetBackend) task(id string) (*fleet.Task, error) {
 	return t, apiError(err)
 }
 
-// Status converts the fleet's snapshot.
+// statusHeadCheck bounds the check of the baselines' HEADs before a
+// status: the snapshot is not held up by a slow agent (its baselines keep
+// the flag of the last check).
+const statusHeadCheck = 2 * time.Second
+
+// Status converts the fleet's snapshot, baselines' stale flags checked
+// first.
 func (b *fleetBackend) Status(ctx context.Context) (controlapi.Status, error) {
+	hctx, cancel := context.WithTimeout(ctx, statusHeadCheck)
+	b.f.RefreshBaselines(hctx, "")
+	cancel()
 	return statusOf(b.f.Status(ctx)), nil
 }
 
 func statusOf(st fleet.Status) controlapi.Status {
-	out := controlapi.Status{Agents: []controlapi.Agent{}, Instances: []controlapi.Instance{}, Tasks: []controlapi.Task{}}
+	out := controlapi.Status{Agents: []controlapi.Agent{}, Instances: []controlapi.Instance{}, Tasks: []controlapi.Task{},
+		Baselines: []controlapi.Session{}}
 	for _, a := range st.Agents {
 		out.Agents = append(out.Agents, controlapi.Agent{Name: a.Name, Addresses: a.Addresses, Source: a.Source,
 			State: string(a.State), Machine: a.Machine, User: a.User, Policy: string(a.Policy), Platform: a.Platform,
@@ -98,7 +124,11 @@ func statusOf(st fleet.Status) controlapi.Status {
 	for _, in := range st.Instances {
 		ci := controlapi.Instance{ID: in.InstanceID, Agent: in.Agent, Cwd: in.Cwd, State: string(in.State), Bundle: in.Bundle,
 			BundleHash: in.BundleHash, Degraded: in.Degraded, TraceID: in.TraceID, OpenTask: in.OpenTask, Activity: in.Activity,
-			ActivityAt: timePtr(in.ActivityAt), Cost: in.Cost, EndReason: in.EndReason, Session: in.SessionRef}
+			ActivityAt: timePtr(in.ActivityAt), Cost: in.Cost, EndReason: in.EndReason, Session: in.SessionRef,
+			FromSession: in.FromSession, SessionMode: controlapi.SessionMode(in.SessionMode), StaleBaseline: in.StaleBaseline}
+		if ci.FromSession != "" && ci.SessionMode == "" {
+			ci.SessionMode = controlapi.SessionClone // the fleet records clone as absent
+		}
 		if in.Model != nil {
 			ci.Model = &controlapi.ModelRef{Provider: in.Model.Provider, ID: in.Model.ID, Thinking: in.Model.Thinking}
 		}
@@ -110,7 +140,49 @@ func statusOf(st fleet.Status) controlapi.Status {
 	for _, t := range st.Tasks {
 		out.Tasks = append(out.Tasks, taskOf(t))
 	}
+	origins := originsOf(st.Instances)
+	for _, v := range st.Baselines {
+		if s := sessionOf(v, origins); s.Kind == controlapi.KindBaseline {
+			out.Baselines = append(out.Baselines, s)
+		}
+	}
 	return out
+}
+
+// originsOf maps each instance that started from a session to that
+// session's path.
+func originsOf(instances []fleet.InstanceStatus) map[string]string {
+	m := map[string]string{}
+	for _, in := range instances {
+		if in.FromSession != "" {
+			m[in.InstanceID] = in.FromSession
+		}
+	}
+	return m
+}
+
+// sessionOf converts a session of the registry. A fresh clone of a
+// baseline carries the baseline's name (and so its kind and pin) until the
+// agent reports the task name the server gave it; the registry lists it
+// as a baseline meanwhile. It is shown as the task session it is (its
+// worker, per origins: instance → the session it started from, started
+// from another file, or it has tasks), never stale; it stays pinned until
+// renamed, as the fleet treats it (attach is refused meanwhile).
+func sessionOf(v fleet.SessionView, origins map[string]string) controlapi.Session {
+	info := v.Info() // pinned by the agent or by the server
+	s := controlapi.Session{Machine: v.Machine, SessionID: v.SessionID, Path: v.Path, Name: v.Name, Cwd: v.Cwd,
+		Kind: controlapi.SessionKind(v.Kind), Pinned: info.Pinned, ParentSession: v.ParentSession, Bundle: v.Bundle,
+		BundleHash: v.BundleHash, GitHead: v.GitHead, TaskIDs: info.TaskIDs, Labels: info.Labels,
+		AttachedInstanceID: v.AttachedInstanceID, Registry: string(v.Registry), StaleBaseline: v.StaleBaseline,
+		CurrentHead: v.CurrentHead}
+	if v.UpdatedAt != 0 {
+		s.UpdatedAt = v.UpdatedAt.Time().UTC()
+	}
+	from, attached := origins[s.AttachedInstanceID]
+	if s.Kind == controlapi.KindBaseline && (len(s.TaskIDs) > 0 || attached && from != s.Path) {
+		s.Kind, s.StaleBaseline, s.CurrentHead = controlapi.KindTask, false, ""
+	}
+	return s
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -140,12 +212,43 @@ func taskOf(t fleet.TaskInfo) controlapi.Task {
 // the oldest are skipped.
 const progressBuffer = 64
 
-// Spawn spawns and forwards the agent's progress. The fleet calls
-// OnProgress on the agent's frame goroutine, which must never wait for an
-// HTTP client: steps go through a buffer, and when it is full a step is
-// skipped (each step carries cumulative counts, so the next one makes up
-// for it).
+// Spawn spawns and forwards the agent's progress.
 func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	opts := fleet.SpawnOptions{PinnedHash: req.PinnedHash, FromSession: req.FromSession,
+		SessionMode: transport.SessionMode(req.SessionMode), Env: req.Env, TraceID: req.TraceID, Model: modelOf(req.Model)}
+	return b.spawned(ctx, progress, func(onProgress func(fleet.SpawnProgress)) (*fleet.Instance, error) {
+		opts.OnProgress = onProgress
+		// A client that goes away does not abandon the spawn halfway: the
+		// worker the agent starts is tracked like any other (the fleet
+		// bounds the wait with its SpawnTimeout).
+		return b.f.Spawn(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+	})
+}
+
+// Resume starts a worker on a session of the registry, like Spawn.
+func (b *fleetBackend) Resume(ctx context.Context, req controlapi.ResumeRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	opts := fleet.ResumeOptions{Mode: transport.SessionMode(req.Mode), Machine: req.Machine, Bundle: req.Bundle,
+		Spawn: fleet.SpawnOptions{Env: req.Env, TraceID: req.TraceID, Model: modelOf(req.Model)}}
+	return b.spawned(ctx, progress, func(onProgress func(fleet.SpawnProgress)) (*fleet.Instance, error) {
+		opts.Spawn.OnProgress = onProgress
+		return b.f.Resume(context.WithoutCancel(ctx), req.Session, opts)
+	})
+}
+
+func modelOf(m *controlapi.ModelRef) *transport.ModelRef {
+	if m == nil {
+		return nil
+	}
+	return &transport.ModelRef{Provider: m.Provider, ID: m.ID, Thinking: m.Thinking}
+}
+
+// spawned runs spawn, forwarding its progress, and describes the new
+// instance. The fleet calls OnProgress on the agent's frame goroutine,
+// which must never wait for an HTTP client: steps go through a buffer, and
+// when it is full a step is skipped (each step carries cumulative counts,
+// so the next one makes up for it).
+func (b *fleetBackend) spawned(ctx context.Context, progress func(controlapi.SpawnProgress),
+	spawn func(onProgress func(fleet.SpawnProgress)) (*fleet.Instance, error)) (controlapi.SpawnResult, error) {
 	steps := make(chan controlapi.SpawnProgress, progressBuffer)
 	forwarded := make(chan struct{})
 	go func() {
@@ -159,27 +262,19 @@ func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, p
 	defer finish()
 	var mu sync.Mutex // OnProgress must not send after finish closed steps
 	done := false
-	opts := fleet.SpawnOptions{PinnedHash: req.PinnedHash, FromSession: req.FromSession, Env: req.Env, TraceID: req.TraceID,
-		OnProgress: func(p fleet.SpawnProgress) {
-			mu.Lock()
-			defer mu.Unlock()
-			if done {
-				return
-			}
-			select {
-			case steps <- controlapi.SpawnProgress{Phase: p.Phase, Bundle: p.Bundle, BundleHash: p.BundleHash, Message: p.Message,
-				FilesTotal: p.FilesTotal, FilesFetched: p.FilesFetched, FilesReused: p.FilesReused,
-				BytesFetched: p.BytesFetched, BytesReused: p.BytesReused}:
-			default:
-			}
-		}}
-	if m := req.Model; m != nil {
-		opts.Model = &transport.ModelRef{Provider: m.Provider, ID: m.ID, Thinking: m.Thinking}
-	}
-	// A client that goes away does not abandon the spawn halfway: the
-	// worker the agent starts is tracked like any other (the fleet bounds
-	// the wait with its SpawnTimeout).
-	in, err := b.f.Spawn(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+	in, err := spawn(func(p fleet.SpawnProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case steps <- controlapi.SpawnProgress{Phase: p.Phase, Bundle: p.Bundle, BundleHash: p.BundleHash, Message: p.Message,
+			FilesTotal: p.FilesTotal, FilesFetched: p.FilesFetched, FilesReused: p.FilesReused,
+			BytesFetched: p.BytesFetched, BytesReused: p.BytesReused}:
+		default:
+		}
+	})
 	mu.Lock()
 	done = true
 	mu.Unlock()
@@ -187,7 +282,10 @@ func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, p
 	if err != nil {
 		return controlapi.SpawnResult{}, apiError(err)
 	}
-	res := controlapi.SpawnResult{InstanceID: in.ID()}
+	res := controlapi.SpawnResult{InstanceID: in.ID(), SessionPath: in.SessionPath()}
+	if o := in.Origin(); o != nil {
+		res.FromSession, res.SessionMode, res.StaleBaseline = o.Source, controlapi.SessionMode(o.Mode), o.StaleBaseline
+	}
 	for _, is := range b.f.Status(ctx).Instances {
 		if is.InstanceID == in.ID() {
 			res.TraceID = is.TraceID
@@ -467,4 +565,114 @@ func (b *fleetBackend) UIAnswer(ctx context.Context, requestID string, value jso
 // Doctor runs the server's checks.
 func (b *fleetBackend) Doctor(ctx context.Context) (controlapi.DoctorReport, error) {
 	return controlapi.DoctorReport{Checks: b.doctor(ctx, b.f.Status(ctx))}, nil
+}
+
+// Sessions lists the registry's sessions; the baselines' HEADs are checked
+// first, within ctx, so that their stale flags are current.
+func (b *fleetBackend) Sessions(ctx context.Context, filter controlapi.SessionFilter) ([]controlapi.Session, error) {
+	if filter.Machine != "" && !b.knownAgent(ctx, filter.Machine) {
+		return nil, &controlapi.Error{Code: controlapi.CodeUnknownAgent, Message: fmt.Sprintf("no agent %q in the directory", filter.Machine)}
+	}
+	if filter.Kind == "" || filter.Kind == controlapi.KindBaseline {
+		b.f.RefreshBaselines(ctx, filter.Machine)
+	}
+	// Kinds are filtered here, not by the fleet: a fresh clone listed as
+	// a baseline is a task (see sessionOf).
+	views := b.f.ListSessions(fleet.SessionFilter{Machine: filter.Machine})
+	origins := originsOf(b.f.Status(ctx).Instances)
+	out := make([]controlapi.Session, 0, len(views))
+	for _, v := range views {
+		if s := sessionOf(v, origins); filter.Kind == "" || s.Kind == filter.Kind {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (b *fleetBackend) knownAgent(ctx context.Context, name string) bool {
+	for _, a := range b.f.Status(ctx).Agents {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// SearchSessions searches one agent, or every agent at once: the hits of
+// those that answered, machine by machine, and why the others did not
+// (not connected, refused, timed out).
+func (b *fleetBackend) SearchSessions(ctx context.Context, q controlapi.SessionSearch) (controlapi.SearchResult, error) {
+	if q.Machine != "" {
+		hits, err := b.searchOne(ctx, q.Machine, q)
+		if err != nil {
+			return controlapi.SearchResult{}, err
+		}
+		return controlapi.SearchResult{Hits: hits}, nil
+	}
+	agents := b.f.Status(ctx).Agents // sorted by name
+	type answer struct {
+		hits []controlapi.SessionHit
+		err  error
+	}
+	answers := make([]answer, len(agents))
+	var wg sync.WaitGroup
+	for i, a := range agents {
+		if a.State != transport.StateEstablished {
+			answers[i].err = &controlapi.Error{Code: controlapi.CodeNotConnected,
+				Message: fmt.Sprintf("%s is %s", a.Name, a.State)}
+			continue
+		}
+		wg.Go(func() {
+			answers[i].hits, answers[i].err = b.searchOne(ctx, a.Name, q)
+		})
+	}
+	wg.Wait()
+	res := controlapi.SearchResult{Hits: []controlapi.SessionHit{}}
+	for i, a := range answers {
+		if a.err != nil {
+			var e *controlapi.Error
+			errors.As(a.err, &e)
+			res.Failed = append(res.Failed, controlapi.SearchFailure{Machine: agents[i].Name, Error: e})
+			continue
+		}
+		res.Hits = append(res.Hits, a.hits...)
+	}
+	return res, nil
+}
+
+// searchOne searches one agent's sessions, bounded by searchTimeout; the
+// error is always a *controlapi.Error.
+func (b *fleetBackend) searchOne(ctx context.Context, machine string, q controlapi.SessionSearch) ([]controlapi.SessionHit, error) {
+	timeout := b.searchTimeout
+	if timeout <= 0 {
+		timeout = transport.DefaultRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hits, err := b.f.SearchSessions(ctx, machine, q.Query, q.Cwd)
+	if err != nil {
+		return nil, apiError(fmt.Errorf("session search on %s: %w", machine, err))
+	}
+	out := make([]controlapi.SessionHit, 0, len(hits))
+	for _, h := range hits {
+		out = append(out, controlapi.SessionHit{Machine: machine, SessionID: h.SessionID, Path: h.Path, Snippet: h.Snippet})
+	}
+	return out, nil
+}
+
+// CreateBaseline primes a baseline. Like a spawn it runs to its end even
+// when the client goes away (bounded by the settle and compact timeouts),
+// so that no half-made baseline is left behind; stopping its worker ends
+// it early.
+func (b *fleetBackend) CreateBaseline(ctx context.Context, req controlapi.BaselineRequest) (controlapi.Baseline, error) {
+	opts := fleet.BaselineOptions{Prompt: req.Prompt, Repo: req.Repo,
+		SettleTimeout:  time.Duration(req.SettleTimeoutSeconds * float64(time.Second)),
+		CompactTimeout: time.Duration(req.CompactTimeoutSeconds * float64(time.Second)),
+		Spawn:          fleet.SpawnOptions{Model: modelOf(req.Model), TraceID: req.TraceID}}
+	bl, err := b.f.CreateBaseline(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+	if err != nil {
+		return controlapi.Baseline{}, apiError(err)
+	}
+	return controlapi.Baseline{Machine: bl.Machine, Cwd: bl.Cwd, Name: bl.Name, Path: bl.Path, SessionID: bl.SessionID,
+		GitHead: bl.GitHead, Bundle: bl.Bundle, BundleHash: bl.BundleHash, Compacted: bl.Compacted, Summary: bl.Summary}, nil
 }

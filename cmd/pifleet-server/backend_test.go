@@ -13,6 +13,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
 )
@@ -38,6 +39,13 @@ func TestAPIErrorMapping(t *testing.T) {
 		{fleet.ErrClosed, controlapi.CodeUnavailable, ""},
 		{fmt.Errorf("fleet: spawn: %w", &registry.Error{Code: bundle.CodeNotFound, Bundle: "x"}), controlapi.CodeUnknownBundle, ""},
 		{trust.ErrBadPolicy, controlapi.CodeBadRequest, ""},
+		{&fleet.UnknownSessionError{Ref: "baseline:api"}, controlapi.CodeUnknownSession, ""},
+		{fmt.Errorf("%w: /s/b.jsonl (baseline:api) is a pinned session; resume it as a clone", fleet.ErrSessionPinned), controlapi.CodeSessionPinned, ""},
+		{fmt.Errorf("%w: /s/c.jsonl is attached to instance i-2", fleet.ErrSessionBusy), controlapi.CodeSessionBusy, ""},
+		{fmt.Errorf("fleet: baseline: %w", session.ErrInvalidName), controlapi.CodeBadRequest, ""},
+		{fmt.Errorf("fleet: baseline: %w", &fleet.FileError{Op: "repo_head", Code: "not_found", Message: "cwd /x is not a directory"}),
+			controlapi.CodeBadRequest, "not_found"},
+		{&fleet.FileError{Op: "repo_head", Code: "git_failed", Message: "timeout"}, controlapi.CodeInternal, ""},
 		{errors.New("disk full"), controlapi.CodeInternal, ""},
 	} {
 		var e *controlapi.Error

@@ -30,6 +30,9 @@ type scriptedBackend struct {
 	err      error
 	doctor   controlapi.DoctorReport
 	changes  []controlapi.Change
+	sessions []controlapi.Session
+	search   controlapi.SearchResult
+	resumed  controlapi.SpawnResult
 }
 
 func (b *scriptedBackend) record(format string, args ...any) error {
@@ -145,6 +148,25 @@ func (b *scriptedBackend) Doctor(context.Context) (controlapi.DoctorReport, erro
 	return b.doctor, b.record("Doctor")
 }
 
+func (b *scriptedBackend) Sessions(_ context.Context, f controlapi.SessionFilter) ([]controlapi.Session, error) {
+	return b.sessions, b.record("Sessions machine=%s kind=%s", f.Machine, f.Kind)
+}
+
+func (b *scriptedBackend) SearchSessions(_ context.Context, q controlapi.SessionSearch) (controlapi.SearchResult, error) {
+	return b.search, b.record("SearchSessions %q machine=%s cwd=%s", q.Query, q.Machine, q.Cwd)
+}
+
+func (b *scriptedBackend) CreateBaseline(_ context.Context, req controlapi.BaselineRequest) (controlapi.Baseline, error) {
+	raw, _ := json.Marshal(req)
+	return controlapi.Baseline{Machine: req.Agent, Cwd: req.Cwd, Name: "baseline:api", Path: "/s/base.jsonl", GitHead: "0123456789abcdef",
+		Bundle: req.Bundle, Compacted: true, Summary: "primed"}, b.record("CreateBaseline %s", raw)
+}
+
+func (b *scriptedBackend) Resume(_ context.Context, req controlapi.ResumeRequest, _ func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	raw, _ := json.Marshal(req)
+	return b.resumed, b.record("Resume %s", raw)
+}
+
 // socketDir is a temporary directory short enough for a unix socket.
 func socketDir(t *testing.T) string {
 	t.Helper()
@@ -179,21 +201,38 @@ func apiServer(t *testing.T, b controlapi.Backend) string {
 
 func sampleStatus() controlapi.Status {
 	at := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	base := controlapi.Session{Machine: "gpu-1", SessionID: "s-1", Path: "/s/base.jsonl", Name: "baseline:api", Cwd: "/src/app",
+		Kind: controlapi.KindBaseline, Pinned: true, GitHead: "0123456789abcdef0123", StaleBaseline: true, UpdatedAt: at}
 	return controlapi.Status{
+		Baselines: []controlapi.Session{base},
 		Agents: []controlapi.Agent{
 			{Name: "gpu-1", State: "established", Machine: "gpu-1", Policy: "steer", Platform: "linux-x64", Version: "0.1.0", Addr: "100.64.0.2:9788", ConnectedAt: &at},
 			{Name: "mac", State: "lost", LastError: "dial tcp: connection refused"},
 		},
 		Instances: []controlapi.Instance{{ID: "i-1", Agent: "gpu-1", Cwd: "/src/app", State: "awaiting_review", Bundle: "default",
 			Model: &controlapi.ModelRef{Provider: "anthropic", ID: "claude"}, OpenTask: "t-1", Activity: "bash",
-			PendingUI: []controlapi.UIRequest{{ID: "ui-1", InstanceID: "i-1", Kind: "confirm", Title: "Delete?"}}}},
+			PendingUI:   []controlapi.UIRequest{{ID: "ui-1", InstanceID: "i-1", Kind: "confirm", Title: "Delete?"}},
+			FromSession: "/s/base.jsonl", SessionMode: controlapi.SessionClone, StaleBaseline: true}},
 		Tasks: []controlapi.Task{{ID: "t-1", InstanceID: "i-1", State: "awaiting_review", Rejects: 1, MaxRejects: 3,
 			Prompt: "fix the\nbug", LastDone: &controlapi.TaskDone{Status: "settled"}}},
 	}
 }
 
+func sampleSessions() []controlapi.Session {
+	at := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	return []controlapi.Session{
+		{Machine: "gpu-1", SessionID: "s-2", Path: "/s/clone.jsonl", Name: "task:t-1:fix", Cwd: "/src/app", Kind: controlapi.KindTask,
+			AttachedInstanceID: "i-1", UpdatedAt: at, Registry: "synced"},
+		{Machine: "gpu-1", SessionID: "s-1", Path: "/s/base.jsonl", Name: "baseline:api", Cwd: "/src/app", Kind: controlapi.KindBaseline,
+			Pinned: true, StaleBaseline: true, UpdatedAt: at, Registry: "synced"},
+		{Machine: "mac", SessionID: "s-3", Path: "/m/scratch.jsonl", Cwd: "/w", Kind: controlapi.KindScratch, UpdatedAt: at, Registry: "stale"},
+	}
+}
+
 func TestClientCommands(t *testing.T) {
-	b := &scriptedBackend{status: sampleStatus()}
+	b := &scriptedBackend{status: sampleStatus(), sessions: sampleSessions(),
+		search:  controlapi.SearchResult{Hits: []controlapi.SessionHit{{Machine: "gpu-1", SessionID: "s-1", Path: "/s/base.jsonl", Snippet: "the zanzibar\nmodule"}}},
+		resumed: controlapi.SpawnResult{InstanceID: "i-9", FromSession: "/s/clone.jsonl", SessionMode: controlapi.SessionAttach}}
 	api := apiServer(t, b)
 	for _, tc := range []struct {
 		args     []string
@@ -204,7 +243,9 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"status"}, "Status", []string{
 			"gpu-1  established  gpu-1", "mac    lost", "dial tcp: connection refused",
 			"i-1       gpu-1  awaiting_review (1 dialog(s))  default  anthropic/claude  t-1",
-			"t-1   i-1       awaiting_review  1/3      settled  fix the bug"}, "agents"},
+			"baseline:api (clone) STALE  /src/app",
+			"t-1   i-1       awaiting_review  1/3      settled  fix the bug",
+			"baseline:api  gpu-1    0123456789ab  STALE  "}, "baselines"},
 		{[]string{"spawn", "--agent=gpu-1", "--cwd=/src", "--bundle=default", "--model=p/m", "--env=A=1;B=2", "--progress=never"},
 			`Spawn {"agent":"gpu-1","cwd":"/src","bundle":"default","model":{"provider":"p","id":"m"},"env":{"A":"1","B":"2"}}`,
 			[]string{"i-7\n"}, "instanceId"},
@@ -229,6 +270,27 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"ui", "answer", "ui-1", "blue"}, `UIAnswer ui-1 "blue"`, nil, ""},
 		{[]string{"ui", "answer", "ui-1", `"null"`}, `UIAnswer ui-1 "null"`, nil, ""},
 		{[]string{"ui", "answer", "ui-1", "null"}, `UIAnswer ui-1 null`, nil, ""},
+		{[]string{"spawn", "--from-session=baseline:api", "--progress=never"}, `Spawn {"fromSession":"baseline:api"}`, []string{"i-7\n"}, "instanceId"},
+		{[]string{"spawn", "--from-session=/s/c.jsonl", "--attach", "--bundle=b2", "--progress=never"},
+			`Spawn {"bundle":"b2","fromSession":"/s/c.jsonl","sessionMode":"attach"}`, []string{"i-7\n"}, ""},
+		{[]string{"sessions"}, "Sessions machine= kind=", []string{
+			"MACHINE  KIND      NAME          PINNED  UPDATED",
+			"gpu-1    task      task:t-1:fix  no",
+			"i-1       -      /s/clone.jsonl",
+			"gpu-1    baseline  baseline:api  yes",
+			"-         STALE  /s/base.jsonl",
+			"mac      scratch   -             no"}, ""},
+		{[]string{"sessions", "list", "--machine=gpu-1", "--kind=baseline"}, "Sessions machine=gpu-1 kind=baseline", []string{"baseline:api"}, ""},
+		{[]string{"sessions", "--kind", "task"}, "Sessions machine= kind=task", nil, ""},
+		{[]string{"sessions", "search", "zanzibar", "--machine=gpu-1", "--cwd=/src/app"}, `SearchSessions "zanzibar" machine=gpu-1 cwd=/src/app`,
+			[]string{"MACHINE  SESSION  PATH           SNIPPET", "gpu-1    s-1      /s/base.jsonl  the zanzibar module"}, "hits"},
+		{[]string{"baseline", "create", "--agent=gpu-1", "--cwd=/src/app", "--bundle=default", "--prompt=look", "--repo=api", "--settle-timeout=90s"},
+			`CreateBaseline {"agent":"gpu-1","cwd":"/src/app","bundle":"default","prompt":"look","repo":"api","settleTimeoutSeconds":90}`,
+			[]string{"baseline:api\npath       /s/base.jsonl\ngitHead    0123456789abcdef\ncompacted  yes\n"}, "gitHead"},
+		{[]string{"resume", "task:t-1:fix", "--attach", "--machine=gpu-1", "--progress=never"},
+			`Resume {"session":"task:t-1:fix","mode":"attach","machine":"gpu-1"}`, []string{"i-9\n"}, "fromSession"},
+		{[]string{"resume", "baseline:api", "--bundle=b2", "--model=p/m", "--progress=never"},
+			`Resume {"session":"baseline:api","bundle":"b2","model":{"provider":"p","id":"m"}}`, []string{"i-9\n"}, ""},
 	} {
 		status, out, errOut := runCLI(t, append(tc.args, api)...)
 		if status != 0 {
@@ -463,6 +525,22 @@ func TestParse(t *testing.T) {
 		{[]string{"model", "i-1", "p/m"}, func(c *CLI) any { return c.Model.Model }, "p/m"},
 		{[]string{"ui", "answer", "r-1", "yes"}, func(c *CLI) any { return c.UI.Answer.Request + ":" + c.UI.Answer.Value }, "r-1:yes"},
 		{[]string{"doctor"}, func(c *CLI) any { return c.Doctor.Timeout }, 30 * time.Second},
+		{[]string{"spawn", "--from-session=baseline:api", "--attach"}, func(c *CLI) any {
+			return []any{c.Spawn.FromSession, c.Spawn.Attach, c.Spawn.Agent}
+		}, []any{"baseline:api", true, ""}},
+		{[]string{"sessions"}, func(c *CLI) any { return c.Sessions.List.Kind }, ""},
+		{[]string{"sessions", "--kind=baseline", "--machine=m", "--json"}, func(c *CLI) any {
+			return []any{c.Sessions.List.Kind, c.Sessions.List.Machine, c.Sessions.List.JSON}
+		}, []any{"baseline", "m", true}},
+		{[]string{"sessions", "search", "flaky tests", "--cwd=/r"}, func(c *CLI) any {
+			return c.Sessions.Search.Query + "@" + c.Sessions.Search.Cwd
+		}, "flaky tests@/r"},
+		{[]string{"baseline", "create", "--agent=a", "--cwd=/r", "--bundle=b", "--compact-timeout=1m"}, func(c *CLI) any {
+			return []any{c.Baseline.Create.Agent, c.Baseline.Create.CompactTimeout, c.Baseline.Create.SettleTimeout}
+		}, []any{"a", time.Minute, time.Duration(0)}},
+		{[]string{"resume", "task:t-1:x", "--attach", "--bundle=b"}, func(c *CLI) any {
+			return []any{c.Resume.Session, c.Resume.Attach, c.Resume.Bundle, c.Resume.Progress}
+		}, []any{"task:t-1:x", true, "b", "auto"}},
 		{[]string{"serve", "--agent=a=127.0.0.1:1", "--agent", "b=127.0.0.1:2,127.0.0.1:3", "--whois-static=127.0.0.1=box", "--api=127.0.0.1:0"},
 			func(c *CLI) any {
 				return []any{c.Serve.Agent, c.Serve.WhoisStatic, c.Serve.API, c.Serve.StateDir, c.Serve.TailnetPort}

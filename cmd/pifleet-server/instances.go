@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,42 +18,62 @@ type SpawnCmd struct {
 	APIFlags `embed:""`
 	JSONFlag `embed:""`
 
-	Agent       string            `help:"Agent to spawn on (its directory name)." required:"" env:"PIFLEET_SPAWN_AGENT"`
-	Cwd         string            `help:"Working directory of the worker, on the agent's machine." required:"" env:"PIFLEET_SPAWN_CWD"`
-	Bundle      string            `help:"Bundle to provision." required:"" env:"PIFLEET_SPAWN_BUNDLE"`
+	Agent       string            `help:"Agent to spawn on (its directory name); with --from-session, the session's by default." env:"PIFLEET_SPAWN_AGENT"`
+	Cwd         string            `help:"Working directory of the worker, on the agent's machine; with --from-session, the session's by default." env:"PIFLEET_SPAWN_CWD"`
+	Bundle      string            `help:"Bundle to provision; with --from-session, the one the session's record names by default." env:"PIFLEET_SPAWN_BUNDLE"`
 	Pin         string            `help:"Refuse any version of the bundle but this bundleHash." env:"PIFLEET_SPAWN_PIN" placeholder:"HASH"`
 	Model       string            `help:"Override the bundle's model: provider/id." env:"PIFLEET_SPAWN_MODEL" placeholder:"PROVIDER/ID"`
-	FromSession string            `help:"Start from a copy of this session (a path, or baseline:NAME)." env:"PIFLEET_SPAWN_FROM_SESSION"`
+	FromSession string            `help:"Start on a session of the registry: its path, its session id or its name (baseline:api); a copy of it unless --attach." env:"PIFLEET_SPAWN_FROM_SESSION" placeholder:"REF"`
+	Attach      bool              `help:"With --from-session: append to the session itself (refused for a pinned baseline)." env:"PIFLEET_SPAWN_ATTACH"`
 	Env         map[string]string `help:"Extra environment of the worker (KEY=VALUE;…)." env:"PIFLEET_SPAWN_ENV" mapsep:";"`
 	Progress    string            `help:"Provisioning progress on stderr: auto (on a terminal), always, never." default:"auto" enum:"auto,always,never" env:"PIFLEET_PROGRESS"`
 }
 
-// Run spawns and prints the instance id.
-func (c *SpawnCmd) Run(out *Output) error {
+// request checks the flags and builds the API request.
+func (c *SpawnCmd) request() (controlapi.SpawnRequest, error) {
 	req := controlapi.SpawnRequest{Agent: c.Agent, Cwd: c.Cwd, Bundle: c.Bundle, PinnedHash: c.Pin, FromSession: c.FromSession, Env: c.Env}
+	switch {
+	case c.Attach && c.FromSession == "":
+		return req, errors.New("--attach needs --from-session")
+	case c.Attach:
+		req.SessionMode = controlapi.SessionAttach
+	case c.FromSession == "" && (c.Agent == "" || c.Cwd == "" || c.Bundle == ""):
+		return req, errors.New("spawn needs --agent, --cwd and --bundle (or --from-session)")
+	}
 	if c.Model != "" {
 		m, err := controlapi.ParseModelRef(c.Model)
 		if err != nil {
-			return err
+			return req, err
 		}
 		req.Model = &m
 	}
+	return req, nil
+}
+
+// Run spawns and prints the instance id.
+func (c *SpawnCmd) Run(out *Output) error {
+	req, err := c.request()
+	if err != nil {
+		return err
+	}
 	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
-		var pr *progressPrinter
-		if c.Progress == "always" || (c.Progress == "auto" && isTerminal(out.Err)) {
-			pr = &progressPrinter{w: out.Err, overwrite: isTerminal(out.Err)}
-		}
+		pr := newProgressPrinter(out, c.Progress)
 		res, err := cl.Spawn(ctx, req, pr.print)
 		pr.done()
 		if err != nil {
 			return err
 		}
-		if c.JSON {
-			return printJSON(out.Out, res)
-		}
-		_, err = fmt.Fprintln(out.Out, res.InstanceID)
-		return err
+		return printSpawned(out, res, c.JSON)
 	})
+}
+
+// newProgressPrinter returns the printer --progress asks for: nil (no
+// output) for never, or for auto off a terminal.
+func newProgressPrinter(out *Output, mode string) *progressPrinter {
+	if mode == "always" || (mode == "auto" && isTerminal(out.Err)) {
+		return &progressPrinter{w: out.Err, overwrite: isTerminal(out.Err)}
+	}
+	return nil
 }
 
 // progressPrinter shows spawn progress: one line rewritten in place on a

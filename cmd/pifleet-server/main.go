@@ -7,8 +7,8 @@
 //	pifleet-server bundle list --registry DIR
 //	pifleet-server bundle show --registry DIR NAME
 //	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR]
-//	pifleet-server status | tasks | watch | doctor                  [--json]
-//	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME
+//	pifleet-server status | tasks | watch | doctor | sessions       [--json]
+//	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
 //	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
 //	pifleet-server steer|abort|stop|output INSTANCE …
 //	pifleet-server accept TASK [--disposition stop|keep_idle]
@@ -16,6 +16,9 @@
 //	pifleet-server trust list | trust set MACHINE allow|steer|deny
 //	pifleet-server rebundle INSTANCE BUNDLE | tools INSTANCE a,b | model INSTANCE provider/id
 //	pifleet-server ui answer REQUEST VALUE
+//	pifleet-server sessions [--machine M] [--kind baseline|task|scratch] | sessions search QUERY [--machine M] [--cwd DIR]
+//	pifleet-server baseline create --agent NAME --cwd DIR --bundle NAME [--prompt TEXT] [--repo NAME]
+//	pifleet-server resume SESSION [--attach] [--bundle NAME] [--machine M]
 //
 // The client commands find the server with --api (PIFLEET_API; default the
 // unix socket of the default state directory). Every flag can also be set
@@ -55,6 +58,9 @@ type CLI struct {
 	Model    ModelCmd    `cmd:"" group:"Client" help:"Switch an instance's model."`
 	UI       UICmd       `cmd:"" name:"ui" group:"Client" help:"Answer worker dialogs."`
 	Doctor   DoctorCmd   `cmd:"" group:"Client" help:"Check tailscale, every agent and the registry; non-zero exit on failure."`
+	Sessions SessionsCmd `cmd:"" group:"Client" help:"List the agents' sessions (baselines flagged stale), or search their contents."`
+	Baseline BaselineCmd `cmd:"" group:"Client" help:"Create baseline sessions."`
+	Resume   ResumeCmd   `cmd:"" group:"Client" help:"Start a worker on a session of the registry; prints its instance id."`
 }
 
 // Globals and Output are the shared CLI plumbing (internal/cli).

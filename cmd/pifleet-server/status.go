@@ -17,7 +17,7 @@ type StatusCmd struct {
 	JSONFlag `embed:""`
 }
 
-// Run prints agents, instances and tasks.
+// Run prints agents, instances, tasks and baselines.
 func (c *StatusCmd) Run(out *Output) error {
 	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
 		st, err := cl.Status(ctx)
@@ -49,7 +49,7 @@ func writeStatus(w io.Writer, st controlapi.Status) error {
 	if len(st.Instances) == 0 {
 		fmt.Fprintln(tw, "no instances")
 	} else {
-		fmt.Fprintln(tw, "INSTANCE\tAGENT\tSTATE\tBUNDLE\tMODEL\tTASK\tACTIVITY\tCWD")
+		fmt.Fprintln(tw, "INSTANCE\tAGENT\tSTATE\tBUNDLE\tMODEL\tTASK\tACTIVITY\tFROM\tCWD")
 		for _, in := range st.Instances {
 			model := "-"
 			if in.Model != nil {
@@ -62,13 +62,16 @@ func writeStatus(w io.Writer, st controlapi.Status) error {
 			if n := len(in.PendingUI); n > 0 {
 				state += fmt.Sprintf(" (%d dialog(s))", n)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Agent, state, in.Bundle, model, dash(in.OpenTask), dash(in.Activity), in.Cwd)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Agent, state, in.Bundle, model, dash(in.OpenTask),
+				dash(in.Activity), fromLabel(in, st.Baselines), in.Cwd)
 		}
 	}
 	fmt.Fprintln(tw)
 	if err := writeTaskTable(tw, st.Tasks); err != nil {
 		return err
 	}
+	fmt.Fprintln(tw)
+	writeBaselineTable(tw, st.Baselines)
 	return tw.Flush()
 }
 

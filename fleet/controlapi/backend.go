@@ -61,4 +61,19 @@ type Backend interface {
 	UIAnswer(ctx context.Context, requestID string, value json.RawMessage) error
 	// Doctor runs the server-side health checks.
 	Doctor(ctx context.Context) (DoctorReport, error)
+
+	// Sessions lists the sessions of the registry that match filter,
+	// newest first, with the baselines' stale flags checked within ctx.
+	Sessions(ctx context.Context, filter SessionFilter) ([]Session, error)
+	// SearchSessions searches the contents of the agents' sessions: one
+	// agent's when q.Machine is set, else every connected agent's (those
+	// that fail are listed in Failed).
+	SearchSessions(ctx context.Context, q SessionSearch) (SearchResult, error)
+	// CreateBaseline primes, compacts and pins a baseline session; it
+	// returns once the baseline is in the registry and its worker stopped.
+	CreateBaseline(ctx context.Context, req BaselineRequest) (Baseline, error)
+	// Resume starts a worker on a session of the registry (refusals:
+	// unknown_session, session_pinned, session_busy). progress is as for
+	// Spawn.
+	Resume(ctx context.Context, req ResumeRequest, progress func(SpawnProgress)) (SpawnResult, error)
 }

@@ -29,6 +29,10 @@ type recordingBackend struct {
 	prompt   PromptResult
 	reject   RejectResult
 	rebundle RebundleResult
+	sessions []Session
+	search   SearchResult
+	baseline Baseline
+	resume   SpawnResult
 
 	// changes feeds Watch; watchCtx receives each Watch's context.
 	changes  chan Change
@@ -149,4 +153,29 @@ func (b *recordingBackend) UIAnswer(_ context.Context, id string, value json.Raw
 
 func (b *recordingBackend) Doctor(context.Context) (DoctorReport, error) {
 	return b.doctor, b.record("Doctor")
+}
+
+func (b *recordingBackend) Sessions(_ context.Context, f SessionFilter) ([]Session, error) {
+	return b.sessions, b.record("Sessions machine=%q kind=%q", f.Machine, f.Kind)
+}
+
+func (b *recordingBackend) SearchSessions(_ context.Context, q SessionSearch) (SearchResult, error) {
+	return b.search, b.record("SearchSessions q=%q machine=%q cwd=%q", q.Query, q.Machine, q.Cwd)
+}
+
+func (b *recordingBackend) CreateBaseline(_ context.Context, req BaselineRequest) (Baseline, error) {
+	return b.baseline, b.record("CreateBaseline %s", js(req))
+}
+
+func (b *recordingBackend) Resume(_ context.Context, req ResumeRequest, progress func(SpawnProgress)) (SpawnResult, error) {
+	if err := b.record("Resume %s", js(req)); err != nil {
+		return SpawnResult{}, err
+	}
+	for _, p := range b.spawnProgress {
+		progress(p)
+	}
+	if b.spawnErr != nil {
+		return SpawnResult{}, b.spawnErr
+	}
+	return b.resume, nil
 }

@@ -144,7 +144,19 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // Spawn starts a worker; progress (may be nil) receives the provisioning
 // steps as they stream in.
 func (c *Client) Spawn(ctx context.Context, req SpawnRequest, progress func(SpawnProgress)) (SpawnResult, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/instances", req)
+	return c.spawnLike(ctx, "/instances", req, progress)
+}
+
+// Resume starts a worker on a session of the registry; progress (may be
+// nil) is as for Spawn.
+func (c *Client) Resume(ctx context.Context, req ResumeRequest, progress func(SpawnProgress)) (SpawnResult, error) {
+	return c.spawnLike(ctx, "/sessions/resume", req, progress)
+}
+
+// spawnLike posts a spawn or a resume and reads its plain or streamed
+// answer.
+func (c *Client) spawnLike(ctx context.Context, path string, req any, progress func(SpawnProgress)) (SpawnResult, error) {
+	resp, err := c.do(ctx, http.MethodPost, path, req)
 	if err != nil {
 		return SpawnResult{}, err
 	}
@@ -153,7 +165,7 @@ func (c *Client) Spawn(ctx context.Context, req SpawnRequest, progress func(Spaw
 	if mt != ContentTypeNDJSON {
 		var res SpawnResult
 		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-			return SpawnResult{}, fmt.Errorf("controlapi: spawn: decode answer: %w", err)
+			return SpawnResult{}, fmt.Errorf("controlapi: POST %s: decode answer: %w", path, err)
 		}
 		return res, nil
 	}
@@ -278,6 +290,50 @@ func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
 	var rep DoctorReport
 	err := c.call(ctx, http.MethodGet, "/doctor", nil, &rep)
 	return rep, err
+}
+
+// Sessions lists the sessions of the registry that match filter, newest
+// first.
+func (c *Client) Sessions(ctx context.Context, filter SessionFilter) ([]Session, error) {
+	q := url.Values{}
+	if filter.Machine != "" {
+		q.Set("machine", filter.Machine)
+	}
+	if filter.Kind != "" {
+		q.Set("kind", string(filter.Kind))
+	}
+	var ss []Session
+	err := c.call(ctx, http.MethodGet, withQuery("/sessions", q), nil, &ss)
+	return ss, err
+}
+
+// SearchSessions searches the contents of the agents' sessions.
+func (c *Client) SearchSessions(ctx context.Context, search SessionSearch) (SearchResult, error) {
+	q := url.Values{"q": {search.Query}}
+	if search.Machine != "" {
+		q.Set("machine", search.Machine)
+	}
+	if search.Cwd != "" {
+		q.Set("cwd", search.Cwd)
+	}
+	var res SearchResult
+	err := c.call(ctx, http.MethodGet, withQuery("/sessions/search", q), nil, &res)
+	return res, err
+}
+
+// CreateBaseline primes a baseline session; it returns once the baseline
+// is recorded (the priming run may take minutes: bound ctx accordingly).
+func (c *Client) CreateBaseline(ctx context.Context, req BaselineRequest) (Baseline, error) {
+	var b Baseline
+	err := c.call(ctx, http.MethodPost, "/baselines", req, &b)
+	return b, err
+}
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }
 
 // Watch opens the change stream. It returns once the server confirmed the

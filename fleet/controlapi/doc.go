@@ -36,10 +36,15 @@
 //	POST /v1/ui/{request}              UIAnswerRequest → 204
 //	GET  /v1/watch                     server-sent events, one Change per event
 //	GET  /v1/doctor                    DoctorReport
+//	GET  /v1/sessions?machine=&kind=   []Session, baselines' stale flags checked first
+//	GET  /v1/sessions/search?q=&machine=&cwd=  SearchResult
+//	POST /v1/sessions/resume           ResumeRequest → as spawn
+//	POST /v1/baselines                 BaselineRequest → Baseline
 //
-// A spawn answers with plain JSON when it ends before the agent reported
-// any progress; otherwise the answer is application/x-ndjson: SpawnLine
-// progress lines, then one line with the result or the error.
+// A spawn (and a resume) answers with plain JSON when it ends before the
+// agent reported any progress; otherwise the answer is
+// application/x-ndjson: SpawnLine progress lines, then one line with the
+// result or the error.
 //
 // The watch stream opens with the comment ": watching" once subscribed,
 // then sends each change as "id: SEQ", "event: KIND", "data: JSON". Seq
@@ -50,7 +55,8 @@
 //
 // Every refusal is a JSON body {"code","message"[,"detail"]} with the
 // status of its Code (Code.HTTPStatus): unknown_instance 404,
-// policy_refused 403, invalid_state 409, spawn_error 422 (detail: the
+// unknown_session 404, policy_refused 403, invalid_state 409,
+// session_pinned 409, session_busy 409, spawn_error 422 (detail: the
 // agent's code, e.g. platform_mismatch), not_connected 503, and so on. The
 // Client returns it as *Error, which errors.Is matches against the
 // sentinels (ErrUnknownInstance, ErrSpawn, …); when nothing answers it

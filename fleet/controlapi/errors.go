@@ -19,8 +19,11 @@ const (
 	CodeUnknownAgent     Code = "unknown_agent"      // 404
 	CodeUnknownUIRequest Code = "unknown_ui_request" // 404
 	CodeUnknownBundle    Code = "unknown_bundle"     // 404
+	CodeUnknownSession   Code = "unknown_session"    // 404: no session of the registry matches the reference
 	CodeUnknownEndpoint  Code = "unknown_endpoint"   // 404: no such path or method
 	CodeInvalidState     Code = "invalid_state"      // 409: not possible in the current state
+	CodeSessionPinned    Code = "session_pinned"     // 409: attach to a pinned session (resume it as a clone)
+	CodeSessionBusy      Code = "session_busy"       // 409: a live worker is attached to the session already
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
@@ -38,9 +41,10 @@ func (c Code) HTTPStatus() int {
 		return http.StatusUnauthorized
 	case CodePolicyRefused:
 		return http.StatusForbidden
-	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle, CodeUnknownEndpoint:
+	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
+		CodeUnknownSession, CodeUnknownEndpoint:
 		return http.StatusNotFound
-	case CodeInvalidState:
+	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy:
 		return http.StatusConflict
 	case CodeSpawnError, CodeRebundleFailed:
 		return http.StatusUnprocessableEntity
@@ -87,8 +91,11 @@ var (
 	ErrUnknownAgent     = &Error{Code: CodeUnknownAgent}
 	ErrUnknownUIRequest = &Error{Code: CodeUnknownUIRequest}
 	ErrUnknownBundle    = &Error{Code: CodeUnknownBundle}
+	ErrUnknownSession   = &Error{Code: CodeUnknownSession}
 	ErrUnknownEndpoint  = &Error{Code: CodeUnknownEndpoint}
 	ErrInvalidState     = &Error{Code: CodeInvalidState}
+	ErrSessionPinned    = &Error{Code: CodeSessionPinned}
+	ErrSessionBusy      = &Error{Code: CodeSessionBusy}
 	ErrSpawn            = &Error{Code: CodeSpawnError}
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
 	ErrNotSupported     = &Error{Code: CodeNotSupported}

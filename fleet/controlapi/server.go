@@ -79,6 +79,10 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/ui/{request}", s.uiAnswer)
 	s.mux.HandleFunc("GET "+p+"/watch", s.watch)
 	s.mux.HandleFunc("GET "+p+"/doctor", s.doctor)
+	s.mux.HandleFunc("GET "+p+"/sessions", s.sessions)
+	s.mux.HandleFunc("GET "+p+"/sessions/search", s.searchSessions)
+	s.mux.HandleFunc("POST "+p+"/sessions/resume", s.resume)
+	s.mux.HandleFunc("POST "+p+"/baselines", s.createBaseline)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
 	})
@@ -191,8 +195,30 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	// Progress switches the answer to a stream; a spawn that fails before
-	// any progress gets a plain error answer with its HTTP status.
+	s.streamSpawn(w, r, func(progress func(SpawnProgress)) (SpawnResult, error) {
+		return s.b.Spawn(r.Context(), req, progress)
+	})
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	var req ResumeRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.streamSpawn(w, r, func(progress func(SpawnProgress)) (SpawnResult, error) {
+		return s.b.Resume(r.Context(), req, progress)
+	})
+}
+
+// streamSpawn answers a spawn or a resume. Progress switches the answer to
+// a stream; a call that fails before any progress gets a plain error
+// answer with its HTTP status.
+func (s *Server) streamSpawn(w http.ResponseWriter, r *http.Request, call func(progress func(SpawnProgress)) (SpawnResult, error)) {
 	var (
 		mu        sync.Mutex
 		streaming bool
@@ -211,7 +237,7 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	res, err := s.b.Spawn(r.Context(), req, func(p SpawnProgress) {
+	res, err := call(func(p SpawnProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !finished {
@@ -417,6 +443,48 @@ func (s *Server) doctor(w http.ResponseWriter, r *http.Request) {
 		rep.Checks = []Check{}
 	}
 	s.reply(w, r, rep, err)
+}
+
+func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := SessionFilter{Machine: q.Get("machine"), Kind: SessionKind(q.Get("kind"))}
+	if !f.Kind.Valid() {
+		s.fail(w, r, badRequest("kind %q is not baseline, task or scratch", f.Kind))
+		return
+	}
+	ss, err := s.b.Sessions(r.Context(), f)
+	if ss == nil {
+		ss = []Session{}
+	}
+	s.reply(w, r, ss, err)
+}
+
+func (s *Server) searchSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	search := SessionSearch{Query: q.Get("q"), Machine: q.Get("machine"), Cwd: q.Get("cwd")}
+	if strings.TrimSpace(search.Query) == "" {
+		s.fail(w, r, badRequest("session search needs a query (q)"))
+		return
+	}
+	res, err := s.b.SearchSessions(r.Context(), search)
+	if res.Hits == nil {
+		res.Hits = []SessionHit{}
+	}
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) createBaseline(w http.ResponseWriter, r *http.Request) {
+	var req BaselineRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.b.CreateBaseline(r.Context(), req)
+	s.reply(w, r, b, err)
 }
 
 // watch streams changes as server-sent events: "id: SEQ", "event: KIND",

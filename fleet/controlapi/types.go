@@ -15,6 +15,9 @@ type Status struct {
 	Agents    []Agent    `json:"agents"`
 	Instances []Instance `json:"instances"`
 	Tasks     []Task     `json:"tasks"`
+	// Baselines are the baseline sessions of every agent, stale ones
+	// flagged.
+	Baselines []Session `json:"baselines"`
 }
 
 // Agent is one agent of the directory.
@@ -81,7 +84,14 @@ type Instance struct {
 	Cost       float64     `json:"cost,omitempty"`
 	EndReason  string      `json:"endReason,omitempty"`
 	PendingUI  []UIRequest `json:"pendingUi,omitempty"`
-	Session    string      `json:"session,omitempty"`
+	// Session is the path of the session file the worker writes.
+	Session string `json:"session,omitempty"`
+	// FromSession is the path of the session the worker started from (a
+	// clone of it, or attached to it: SessionMode); StaleBaseline flags a
+	// baseline whose repository had moved on when the worker was spawned.
+	FromSession   string      `json:"fromSession,omitempty"`
+	SessionMode   SessionMode `json:"sessionMode,omitempty"`
+	StaleBaseline bool        `json:"staleBaseline,omitempty"`
 }
 
 // UIRequest is a worker dialog waiting for an answer (POST
@@ -130,29 +140,57 @@ type TaskDone struct {
 	LastAssistantMessage string `json:"lastAssistantMessage,omitempty"`
 }
 
+// SessionMode says how a worker uses the session it starts from.
+type SessionMode string
+
+// Session modes.
+const (
+	// SessionClone (the default) starts the worker on a copy of the
+	// session: the source's bytes never change.
+	SessionClone SessionMode = "clone"
+	// SessionAttach has the worker append to the session itself; refused
+	// for a pinned session (a baseline) with session_pinned, and for one a
+	// live worker writes with session_busy.
+	SessionAttach SessionMode = "attach"
+)
+
+// Valid reports whether m is empty (clone) or one of the two modes.
+func (m SessionMode) Valid() bool { return m == "" || m == SessionClone || m == SessionAttach }
+
 // SpawnRequest is the body of POST /v1/instances.
 type SpawnRequest struct {
-	Agent  string `json:"agent"`
-	Cwd    string `json:"cwd"`
-	Bundle string `json:"bundle"`
+	// Agent, Cwd and Bundle are required, unless FromSession is set: they
+	// are then taken from the session's record when empty.
+	Agent  string `json:"agent,omitempty"`
+	Cwd    string `json:"cwd,omitempty"`
+	Bundle string `json:"bundle,omitempty"`
 	// PinnedHash makes the agent refuse any other version of the bundle.
 	PinnedHash string `json:"pinnedHash,omitempty"`
 	// Model overrides the bundle's model policy.
 	Model *ModelRef `json:"model,omitempty"`
-	// FromSession starts the worker from a copy of a session.
+	// FromSession starts the worker on a session of the registry: its
+	// path, its session id or its name (baseline:api; the newest of that
+	// name). SessionMode says how (clone when empty).
 	FromSession string            `json:"fromSession,omitempty"`
+	SessionMode SessionMode       `json:"sessionMode,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	TraceID     string            `json:"traceId,omitempty"`
 }
 
 func (r SpawnRequest) validate() error {
 	switch {
+	case !r.SessionMode.Valid():
+		return badRequest("sessionMode %q is not clone or attach", r.SessionMode)
+	case r.SessionMode != "" && r.FromSession == "":
+		return badRequest("sessionMode %s needs a fromSession", r.SessionMode)
+	case r.FromSession != "":
+		return nil // the rest comes from the session's record
 	case r.Agent == "":
-		return badRequest("spawn needs an agent")
+		return badRequest("spawn needs an agent (or a fromSession)")
 	case r.Cwd == "":
-		return badRequest("spawn needs a cwd")
+		return badRequest("spawn needs a cwd (or a fromSession)")
 	case r.Bundle == "":
-		return badRequest("spawn needs a bundle")
+		return badRequest("spawn needs a bundle (or a fromSession)")
 	}
 	return nil
 }
@@ -171,10 +209,185 @@ type SpawnProgress struct {
 	BytesReused  int64  `json:"bytesReused,omitempty"`
 }
 
-// SpawnResult is the spawned instance.
+// SpawnResult is the spawned instance (of a spawn or a resume).
 type SpawnResult struct {
 	InstanceID string `json:"instanceId"`
 	TraceID    string `json:"traceId,omitempty"`
+	// SessionPath is the session file the worker writes, when known.
+	SessionPath string `json:"sessionPath,omitempty"`
+	// FromSession is the path of the session the worker started from, and
+	// SessionMode how; StaleBaseline flags a baseline whose repository's
+	// HEAD has moved since it was primed (the worker runs on it anyway).
+	FromSession   string      `json:"fromSession,omitempty"`
+	SessionMode   SessionMode `json:"sessionMode,omitempty"`
+	StaleBaseline bool        `json:"staleBaseline,omitempty"`
+}
+
+// SessionKind classifies a session by its name.
+type SessionKind string
+
+// Session kinds.
+const (
+	KindBaseline SessionKind = "baseline" // baseline:<repo>: a primed, pinned starting point
+	KindTask     SessionKind = "task"     // task:<taskId>:<slug>: a clone working on one task
+	KindScratch  SessionKind = "scratch"  // anything else
+)
+
+// Valid reports whether k is empty (any kind) or one of the three kinds.
+func (k SessionKind) Valid() bool {
+	return k == "" || k == KindBaseline || k == KindTask || k == KindScratch
+}
+
+// Session is one session of the registry: a pi session file on an agent's
+// machine, with what the server knows of it.
+type Session struct {
+	Machine   string      `json:"machine"`
+	SessionID string      `json:"sessionId"`
+	Path      string      `json:"path"`
+	Name      string      `json:"name,omitempty"`
+	Cwd       string      `json:"cwd"`
+	Kind      SessionKind `json:"kind"`
+	// Pinned: the session's bytes never change (a baseline); it can be
+	// resumed only as a clone.
+	Pinned        bool     `json:"pinned"`
+	ParentSession string   `json:"parentSession,omitempty"`
+	Bundle        string   `json:"bundle,omitempty"`
+	BundleHash    string   `json:"bundleHash,omitempty"`
+	GitHead       string   `json:"gitHead,omitempty"`
+	TaskIDs       []string `json:"taskIds,omitempty"`
+	Labels        []string `json:"labels,omitempty"`
+	// UpdatedAt is the file's last change as the agent reported it.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// AttachedInstanceID is the live worker writing the session.
+	AttachedInstanceID string `json:"attachedInstanceId,omitempty"`
+	// Registry is the reconciliation state of the machine's listing:
+	// anything but synced means it may be out of date.
+	Registry string `json:"registry,omitempty"`
+	// StaleBaseline flags a baseline whose repository's HEAD (CurrentHead)
+	// is no longer the GitHead it was primed on.
+	StaleBaseline bool   `json:"staleBaseline,omitempty"`
+	CurrentHead   string `json:"currentHead,omitempty"`
+}
+
+// SessionFilter selects sessions (GET /v1/sessions?machine=&kind=); empty
+// fields match all.
+type SessionFilter struct {
+	Machine string
+	Kind    SessionKind
+}
+
+// SessionSearch is a search of the sessions' contents (GET
+// /v1/sessions/search?q=&machine=&cwd=).
+type SessionSearch struct {
+	Query string
+	// Machine narrows the search to one agent; empty searches every
+	// connected agent.
+	Machine string
+	// Cwd narrows it to the sessions of one working directory.
+	Cwd string
+}
+
+// SessionHit is one session that matches a search.
+type SessionHit struct {
+	Machine   string `json:"machine"`
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Snippet   string `json:"snippet"`
+}
+
+// SearchFailure is an agent a search of every agent could not search.
+type SearchFailure struct {
+	Machine string `json:"machine"`
+	Error   *Error `json:"error"`
+}
+
+// SearchResult answers a session search: the hits, grouped by machine in
+// name order and in each agent's order within it, and the agents that
+// could not be searched (only when no machine was named: a named one's
+// failure is the answer's error).
+type SearchResult struct {
+	Hits   []SessionHit    `json:"hits"`
+	Failed []SearchFailure `json:"failed,omitempty"`
+}
+
+// BaselineRequest is the body of POST /v1/baselines.
+type BaselineRequest struct {
+	Agent  string `json:"agent"`
+	Cwd    string `json:"cwd"`
+	Bundle string `json:"bundle"`
+	// Prompt primes the worker (the server's default exploration prompt
+	// when empty).
+	Prompt string `json:"prompt,omitempty"`
+	// Repo names the baseline baseline:<repo>; the base name of Cwd when
+	// empty.
+	Repo string `json:"repo,omitempty"`
+	// SettleTimeoutSeconds bounds the priming run and
+	// CompactTimeoutSeconds the compaction (the server's defaults when 0).
+	SettleTimeoutSeconds  float64   `json:"settleTimeoutSeconds,omitempty"`
+	CompactTimeoutSeconds float64   `json:"compactTimeoutSeconds,omitempty"`
+	Model                 *ModelRef `json:"model,omitempty"`
+	TraceID               string    `json:"traceId,omitempty"`
+}
+
+func (r BaselineRequest) validate() error {
+	switch {
+	case r.Agent == "":
+		return badRequest("baseline needs an agent")
+	case r.Cwd == "":
+		return badRequest("baseline needs a cwd")
+	case r.Bundle == "":
+		return badRequest("baseline needs a bundle")
+	case r.SettleTimeoutSeconds < 0 || r.CompactTimeoutSeconds < 0:
+		return badRequest("baseline timeouts cannot be negative")
+	}
+	return nil
+}
+
+// Baseline is a primed, compacted, pinned session (the answer of POST
+// /v1/baselines).
+type Baseline struct {
+	Machine string `json:"machine"`
+	Cwd     string `json:"cwd"`
+	// Name is baseline:<repo>.
+	Name      string `json:"name"`
+	Path      string `json:"path"`
+	SessionID string `json:"sessionId,omitempty"`
+	// GitHead is the repository's HEAD when it was primed; empty outside
+	// a git repository (such a baseline is never stale).
+	GitHead    string `json:"gitHead,omitempty"`
+	Bundle     string `json:"bundle,omitempty"`
+	BundleHash string `json:"bundleHash,omitempty"`
+	// Compacted is false when pi found nothing to compact.
+	Compacted bool `json:"compacted"`
+	// Summary is the worker's answer to the priming prompt.
+	Summary string `json:"summary,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/sessions/resume: a worker started
+// on a session of the registry, on the machine and in the directory where
+// it lives.
+type ResumeRequest struct {
+	// Session is its path, its session id or its name.
+	Session string `json:"session"`
+	// Mode is clone (default) or attach.
+	Mode SessionMode `json:"mode,omitempty"`
+	// Machine narrows the lookup of the session; Bundle overrides the
+	// bundle its record names.
+	Machine string            `json:"machine,omitempty"`
+	Bundle  string            `json:"bundle,omitempty"`
+	Model   *ModelRef         `json:"model,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	TraceID string            `json:"traceId,omitempty"`
+}
+
+func (r ResumeRequest) validate() error {
+	switch {
+	case r.Session == "":
+		return badRequest("resume needs a session")
+	case !r.Mode.Valid():
+		return badRequest("mode %q is not clone or attach", r.Mode)
+	}
+	return nil
 }
 
 // PromptRequest is the body of POST /v1/instances/{id}/prompt.
