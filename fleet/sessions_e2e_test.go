@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -422,5 +423,97 @@ func TestRealPiBaselineAndClone(t *testing.T) {
 	stopped = true
 	if fileSum(t, b.Path) != baseSum {
 		t.Fatal("the baseline file changed")
+	}
+}
+
+// writeSessionFiles writes n one-line session files under dir, oldest
+// first (mtimes a day apart from base), and returns their paths.
+func writeSessionFiles(t *testing.T, dir, prefix string, n int, base time.Time) []string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := range n {
+		id := fmt.Sprintf("01a228e5-%s-7000-8000-%012d", prefix, i)
+		p := filepath.Join(dir, id+".jsonl")
+		line := fmt.Sprintf(`{"type":"session","version":3,"id":%q,"timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}`+"\n", id)
+		if err := os.WriteFile(p, []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mt := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// AC-3.5.4 end to end: after a server restart the registry equals the
+// agent's disk exactly — sessions removed while the server was down are
+// gone, sessions created meanwhile are there — over an inventory of
+// several report pages, and the server's own fields of a session on the
+// last page (a baseline's gitHead and pin) survive the reconciliation.
+func TestRegistryEqualsTheAgentsDiskAfterARestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	reg := t.TempDir()
+	publish(t, reg, "plain", `{}`)
+	addr, ps := startAgentWith(t, pitest.Scripted, reg, nil)
+	root := filepath.Join(ps.AgentDir, "sessions")
+	old := writeSessionFiles(t, filepath.Join(root, "--w--"), "0000", 450, time.Unix(1_600_000_000, 0))
+	head := gitRepo(t, ps.Dir)
+	stateDir := t.TempDir()
+	agents := []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}}
+	ctx := t.Context()
+
+	f1 := startFleet(t, stateDir, reg, agents)
+	f1.waitAgent(t, "worker-01", transport.StateEstablished)
+	b, err := f1.CreateBaseline(ctx, "worker-01", ps.Dir, "plain", fleet.BaselineOptions{Prompt: "say: primed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// While no server is up: the baseline becomes the oldest session (the
+	// last page), ten sessions go, five appear.
+	ancient := time.Unix(1_500_000_000, 0)
+	if err := os.Chtimes(b.Path, ancient, ancient); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range old[100:110] {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSessionFiles(t, filepath.Join(root, "--w--"), "0001", 5, time.Unix(1_700_000_000, 0))
+
+	listing, err := session.NewLister(root).List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, s := range listing.Sessions {
+		want[s.Path] = true
+	}
+	if len(want) != 450-10+5+1 {
+		t.Fatalf("the agent's disk holds %d sessions", len(want))
+	}
+	f2 := startFleet(t, stateDir, reg, agents)
+	f2.waitUntil(t, "the registry reconciled", func(fleet.Status) bool {
+		got := f2.ListSessions(fleet.SessionFilter{Machine: "worker-01"})
+		return len(got) == len(want) && got[0].Registry == session.StateSynced
+	})
+	for _, v := range f2.ListSessions(fleet.SessionFilter{Machine: "worker-01"}) {
+		if !want[v.Path] {
+			t.Errorf("ghost %s", v.Path)
+		}
+	}
+	base := findSession(t, f2.Fleet, b.Path)
+	if base.GitHead != head || !base.PinnedByServer || base.Bundle != "plain" || base.Kind != session.KindBaseline {
+		t.Fatalf("the baseline's server fields did not survive: %+v", base)
 	}
 }
