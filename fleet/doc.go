@@ -21,6 +21,21 @@
 // agents, instances and tasks as they change. The package's Example is the
 // whole loop.
 //
+// # Sessions
+//
+// A worker's pi session file lives on its agent's disk; the agent is the
+// source of truth and the fleet keeps a registry of every agent's sessions
+// (ListSessions) that equals the agent's disk after every reconnect (seed
+// §9: session.RegistryTable), with the server's own fields on top
+// (bundle, gitHead, tasks, the attached instance). CreateBaseline primes a
+// repository once (seed §8); SpawnOptions.FromSession starts a task from a
+// baseline in a clone of it named task:<taskId>:<slug>, leaving the
+// baseline's bytes as they are; Resume continues any session as a clone or,
+// unless it is pinned, attached. The entries of every session a worker
+// writes are mirrored into the state directory (MirrorPath) after each
+// settle, stop and reconnect, so entries written while the server was down
+// arrive exactly once (CatchUp).
+//
 // # How it stays correct
 //
 // The fleet dials its agents through package dialer and records each
