@@ -52,12 +52,17 @@ func Build(dir, name string, md Metadata, opts BuildOptions) (*Manifest, error) 
 		}
 		results = append(results, h.Add(d))
 	})
+	// The paths are checked while the hashers finish their last files.
+	var pathErr error
+	if walkErr == nil {
+		pathErr = pathsafe.CheckSet(rel)
+	}
 	hashErr := h.Wait()
 	if walkErr != nil {
 		return nil, fmt.Errorf("bundle %s: walking %s: %w", name, dir, walkErr)
 	}
-	if err := pathsafe.CheckSet(rel); err != nil {
-		return nil, &UnsafePathsError{Err: err.(*pathsafe.SetError)}
+	if pathErr != nil {
+		return nil, &UnsafePathsError{Err: pathErr.(*pathsafe.SetError)}
 	}
 	if hashErr != nil {
 		return nil, fmt.Errorf("bundle %s: %w", name, hashErr)

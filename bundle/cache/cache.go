@@ -53,6 +53,11 @@ func Open(root string, opts ...Option) (*Cache, error) {
 	if err := os.MkdirAll(filepath.Join(abs, PointerDir), 0o755); err != nil {
 		return nil, fmt.Errorf("bundle cache: %w", err)
 	}
+	if err := spreadVersions(abs); err != nil {
+		// Only a speed-up: file systems without directory attributes
+		// (tmpfs, most non-ext4) refuse it.
+		c.log.Debug().Err(err).Msg("cache root not marked as a top directory")
+	}
 	return c, nil
 }
 

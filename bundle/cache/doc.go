@@ -18,6 +18,12 @@
 // directory only ever appears complete, the pointer is replaced
 // atomically, and the next sync removes what the dead one left.
 //
+// On Linux, Open marks the root as the top of directory hierarchies
+// (chattr +T, where the file system has the attribute), so that ext4 puts
+// each new version's files away from the block groups where other programs
+// churn temporary files: without a journal, creating a file in such a
+// group costs up to a millisecond.
+//
 // Verify re-hashes a cached version (for doctor); Result.Manifest's
 // CheckPlatform tells whether the bundle runs on this machine before any
 // process starts.

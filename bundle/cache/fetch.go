@@ -159,8 +159,65 @@ func (r *run) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 
 // writeVerified writes src to the job's destination, which must not exist,
 // and checks its size and hash; a file that does not match is removed (so
-// the next attempt starts clean).
+// the next attempt starts clean). A file smaller than buf, the usual case,
+// is read and checked whole before its destination is created: one write
+// system call, and nothing created for a bad download.
 func writeVerified(j *job, src io.Reader, buf []byte) error {
+	if j.file.Bytes >= int64(len(buf)) {
+		return streamVerified(j, src, buf)
+	}
+	// Read one byte more than announced, to notice a longer body.
+	n, err := readUpTo(src, buf[:j.file.Bytes+1])
+	if err != nil {
+		return err
+	}
+	if err := checkContent(j, buf[:n]); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(j.dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(buf[:n])
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(j.dst)
+	}
+	return err
+}
+
+// readUpTo reads src into buf until the end of src or of buf.
+func readUpTo(src io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := src.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// checkContent checks that data is the job's file.
+func checkContent(j *job, data []byte) error {
+	sum := sha256.Sum256(data)
+	var got [2 * sha256.Size]byte
+	hex.Encode(got[:], sum[:])
+	if int64(len(data)) != j.file.Bytes || string(got[:]) != j.file.SHA256 {
+		return &mismatchError{path: j.file.Path, want: j.file.SHA256, got: string(got[:]), size: int64(len(data)), wantSize: j.file.Bytes}
+	}
+	return nil
+}
+
+// streamVerified is writeVerified for a file larger than buf: written as
+// it arrives, hashed on the way, removed when it does not match.
+func streamVerified(j *job, src io.Reader, buf []byte) error {
 	out, err := os.OpenFile(j.dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
 		return err

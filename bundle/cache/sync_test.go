@@ -282,32 +282,48 @@ func TestSyncDoesNotReuseDamagedFiles(t *testing.T) {
 	}
 }
 
+// TestSyncRejectsWrongBytesAndLeavesNothing serves b.txt wrong: longer,
+// shorter, or as long but different, for a file read whole (smaller than
+// the copy buffer) and for one written as it streams in.
 func TestSyncRejectsWrongBytesAndLeavesNothing(t *testing.T) {
-	reg := newRegistry(t)
-	reg.publish("b", map[string]string{"a.txt": "alpha", "b.txt": "beta"})
-	var calls int
-	var mu sync.Mutex
-	reg.setWrap(func(w http.ResponseWriter, r *http.Request) bool {
-		if r.URL.Query().Get("path") != "b.txt" {
-			return false
-		}
-		mu.Lock()
-		calls++
-		mu.Unlock()
-		io.WriteString(w, "tampered")
-		return true
-	})
-	c := openCache(t)
-	_, err := c.Sync(context.Background(), reg.client(), "b", quick)
-	var se *cache.SyncError
-	if !errors.As(err, &se) || se.Code != bundle.CodeHashMismatch || se.Path != "b.txt" || se.State != cache.StateFetching {
-		t.Fatalf("Sync = %v, want hash_mismatch on b.txt", err)
-	}
-	if calls != cache.DefaultAttempts {
-		t.Errorf("b.txt fetched %d times, want %d attempts", calls, cache.DefaultAttempts)
-	}
-	if e := entries(t, c.Root()); len(e) != 0 {
-		t.Errorf("a failed sync left %v in the cache", e)
+	large := strings.Repeat("large file ", 20_000) // over filehash.BufferSize
+	for _, tc := range []struct{ name, content, served string }{
+		{"small/longer", "beta", "tampered"},
+		{"small/shorter", "beta", "bet"},
+		{"small/same size", "beta", "BETA"},
+		{"small/empty body", "beta", ""},
+		{"large/longer", large, large + "!"},
+		{"large/shorter", large, large[:len(large)-1]},
+		{"large/same size", large, "L" + large[1:]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := newRegistry(t)
+			reg.publish("b", map[string]string{"a.txt": "alpha", "b.txt": tc.content})
+			var calls int
+			var mu sync.Mutex
+			reg.setWrap(func(w http.ResponseWriter, r *http.Request) bool {
+				if r.URL.Query().Get("path") != "b.txt" {
+					return false
+				}
+				mu.Lock()
+				calls++
+				mu.Unlock()
+				io.WriteString(w, tc.served)
+				return true
+			})
+			c := openCache(t)
+			_, err := c.Sync(context.Background(), reg.client(), "b", quick)
+			var se *cache.SyncError
+			if !errors.As(err, &se) || se.Code != bundle.CodeHashMismatch || se.Path != "b.txt" || se.State != cache.StateFetching {
+				t.Fatalf("Sync = %v, want hash_mismatch on b.txt", err)
+			}
+			if calls != cache.DefaultAttempts {
+				t.Errorf("b.txt fetched %d times, want %d attempts", calls, cache.DefaultAttempts)
+			}
+			if e := entries(t, c.Root()); len(e) != 0 {
+				t.Errorf("a failed sync left %v in the cache", e)
+			}
+		})
 	}
 }
 
