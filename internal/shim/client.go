@@ -79,7 +79,8 @@ type Client struct {
 	maxFrame int
 	shim     *shimProcess // nil unless Start launched the shim
 
-	stdinMu sync.Mutex // keeps one Write's frames together
+	stdinMu sync.Mutex // one Write or CloseStdin at a time, until answered
+	sendMu  sync.Mutex // keeps one message's frames together (Write, Post)
 
 	reqMu   sync.Mutex
 	nextReq uint32
@@ -247,22 +248,50 @@ func (c *Client) Write(ctx context.Context, p []byte) error {
 	}
 	c.stdinMu.Lock()
 	defer c.stdinMu.Unlock()
+	pend, err := c.sendMessage(p)
+	if err != nil {
+		return err
+	}
+	return pend.Wait(ctx)
+}
+
+// sendMessage sends p as write frames.
+func (c *Client) sendMessage(p []byte) (*Pending, error) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
 	for len(p) > writeChunk {
 		if err := c.out.write(frameWrite, append(u32(0), writeMore), p[:writeChunk], false); err != nil {
-			return c.connError(err)
+			return nil, c.connError(err)
 		}
 		p = p[writeChunk:]
 	}
-	_, err := c.request(ctx, frameWrite, p, 0)
-	return err
+	return c.send(frameWrite, p, 0)
+}
+
+// Post sends p to the worker's stdin like Write, without waiting for the
+// shim's answer: p is on its way to the shim when Post returns, after
+// every earlier Write and Post, and the Pending gives the answer. A caller
+// that must not wait on the worker's stdin (a read loop that issues
+// commands of its own) can send in order and at once without a goroutine
+// in between. Post waits only for the socket to take p's frames.
+func (c *Client) Post(p []byte) (*Pending, error) {
+	if len(p) > MaxWrite {
+		return nil, fmt.Errorf("%w: %d bytes exceed MaxWrite", ErrTooLarge, len(p))
+	}
+	return c.sendMessage(p)
 }
 
 // CloseStdin closes the worker's stdin after every earlier Write.
 func (c *Client) CloseStdin(ctx context.Context) error {
 	c.stdinMu.Lock()
 	defer c.stdinMu.Unlock()
-	_, err := c.request(ctx, frameCloseStdin, nil)
-	return err
+	c.sendMu.Lock()
+	pend, err := c.send(frameCloseStdin, nil)
+	c.sendMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return pend.Wait(ctx)
 }
 
 // Signal sends sig to the worker's whole process group (so a tool the
@@ -307,7 +336,10 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 func (c *Client) Ack(seq uint64) error {
 	for {
 		cur := c.acked.Load()
-		if seq <= cur || c.acked.CompareAndSwap(cur, seq) {
+		if seq <= cur {
+			return nil // said already: acks are cumulative
+		}
+		if c.acked.CompareAndSwap(cur, seq) {
 			break
 		}
 	}
@@ -343,33 +375,58 @@ func (c *Client) Close() error {
 // request sends a request frame (req id, then prefix, then data) and
 // waits for its response.
 func (c *Client) request(ctx context.Context, t frameType, data []byte, prefix ...byte) (responseMsg, error) {
+	p, err := c.send(t, data, prefix...)
+	if err != nil {
+		return responseMsg{}, err
+	}
+	return p.wait(ctx)
+}
+
+// send sends a request frame (req id, then prefix, then data) and returns
+// its response to come.
+func (c *Client) send(t frameType, data []byte, prefix ...byte) (*Pending, error) {
 	select {
 	case <-c.closing:
-		return responseMsg{}, ErrClosed
+		return nil, ErrClosed
 	default:
 	}
-	ch := make(chan reply, 1)
+	p := &Pending{c: c, ch: make(chan reply, 1)}
 	c.reqMu.Lock()
 	if c.endErr != nil {
 		err := c.endErr
 		c.reqMu.Unlock()
-		return responseMsg{}, err
+		return nil, err
 	}
 	c.nextReq++
-	id := c.nextReq
-	c.pending[id] = ch
+	p.id = c.nextReq
+	c.pending[p.id] = p.ch
 	c.reqMu.Unlock()
-	forget := func() {
-		c.reqMu.Lock()
-		delete(c.pending, id)
-		c.reqMu.Unlock()
+	if err := c.out.write(t, append(u32(p.id), prefix...), data, true); err != nil {
+		p.forget()
+		return nil, c.connError(err)
 	}
-	if err := c.out.write(t, append(u32(id), prefix...), data, true); err != nil {
-		forget()
-		return responseMsg{}, c.connError(err)
-	}
+	return p, nil
+}
+
+// Pending is the shim's answer to come to a request that was sent (see
+// Post).
+type Pending struct {
+	c  *Client
+	id uint32
+	ch chan reply
+}
+
+// Wait waits for the answer: nil when the request succeeded, else what
+// Write would have returned. When ctx ends first it returns ctx's error
+// and the answer is forgotten.
+func (p *Pending) Wait(ctx context.Context) error {
+	_, err := p.wait(ctx)
+	return err
+}
+
+func (p *Pending) wait(ctx context.Context) (responseMsg, error) {
 	select {
-	case r := <-ch:
+	case r := <-p.ch:
 		if r.err != nil {
 			return responseMsg{}, r.err
 		}
@@ -378,9 +435,15 @@ func (c *Client) request(ctx context.Context, t frameType, data []byte, prefix .
 		}
 		return r.msg, nil
 	case <-ctx.Done():
-		forget()
+		p.forget()
 		return responseMsg{}, ctx.Err()
 	}
+}
+
+func (p *Pending) forget() {
+	p.c.reqMu.Lock()
+	delete(p.c.pending, p.id)
+	p.c.reqMu.Unlock()
 }
 
 // connError is the error of an operation that failed on the connection.

@@ -22,7 +22,8 @@
 // Start, so that a crash during Start still leaves it able to find the
 // shim. A Client delivers Events in seq order (stdout lines, gaps, the
 // exit) and offers Write (atomic: a message reaches the worker whole or not
-// at all), CloseStdin, Signal, Stop, Status, Ack, and Detach/Close (which
+// at all), Post (a Write that returns once sent, its answer to come),
+// CloseStdin, Signal, Stop, Status, Ack, and Detach/Close (which
 // leave the worker running). Errors are typed: ErrNoShim (nobody serves the
 // socket: the worker is lost), ErrWrongShim (a shim refused the instance
 // id or token), *GapError (lines lost while nobody acknowledged them),

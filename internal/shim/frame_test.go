@@ -219,3 +219,15 @@ func FuzzFrames(f *testing.F) {
 		}
 	})
 }
+
+// The precomputed answer to a successful request is what encoding it
+// would give.
+func TestEmptyResponseIsEncoded(t *testing.T) {
+	want, err := json.Marshal(responseMsg{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(emptyResponse) != string(want) {
+		t.Errorf("emptyResponse = %s, want %s", emptyResponse, want)
+	}
+}

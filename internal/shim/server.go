@@ -528,7 +528,12 @@ func (ss *session) acked(seq uint64) {
 	}
 	if i > 0 {
 		ss.sent = ss.sent[i:]
-		ss.notify()
+		if ss.cursor < ss.s.backlog.nextSeq {
+			// Records wait that the window may have held back. (Without
+			// any, waking the writer would only put it back to sleep, at
+			// every ack.)
+			ss.notify()
+		}
 	}
 }
 
@@ -655,8 +660,16 @@ func (ss *session) responder(req uint32) func(error) {
 // respond answers a request. A connection that has gone cannot be
 // answered; that is not an error of the request.
 func (ss *session) respond(req uint32, err error, st *Status) {
+	if err == nil && st == nil {
+		// Every write is answered so: spare it the encoder.
+		ss.out.write(frameResponse, u32(req), emptyResponse, true)
+		return
+	}
 	ss.out.writeJSON(frameResponse, u32(req), responseMsg{Error: remoteError(err), Status: st})
 }
+
+// emptyResponse is the JSON of responseMsg{}.
+var emptyResponse = []byte("{}")
 
 // tailBuffer keeps the last StderrTailBytes bytes written to it.
 type tailBuffer struct {

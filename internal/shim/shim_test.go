@@ -606,6 +606,12 @@ func TestWritesAreAtomic(t *testing.T) {
 		t.Fatalf("got %d bytes, want %d", len(ev.Data), len(big))
 	}
 	c.Ack(1)
+	// A request after an ack reflects it: the next attachment starts after
+	// the line (connections are served concurrently, so without this the
+	// ack could still be unread when it attaches).
+	if _, err := c.Status(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 
 	// The first chunk of a message whose connection then drops is never
 	// written: the next message is the worker's next line.
@@ -622,4 +628,54 @@ func TestWritesAreAtomic(t *testing.T) {
 	if err := c2.Write(t.Context(), make([]byte, MaxWrite+1)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Write over MaxWrite: %v, want ErrTooLarge", err)
 	}
+}
+
+// Post sends at once, in order with Write, whole however long; its
+// Pending gives the shim's answer, an error once stdin is closed.
+func TestPostKeepsOrderAndAnswers(t *testing.T) {
+	cfg := testConfig(t)
+	c := startShim(t, cfg)
+	long := strings.Repeat("x", writeChunk+10)
+	var pending []*Pending
+	for i := range 6 {
+		cmd := fmt.Sprintf("echo cmd %d", i)
+		if i == 3 {
+			cmd = "echo " + long
+		}
+		if i%2 == 0 {
+			write(t, c, cmd)
+			continue
+		}
+		p, err := c.Post([]byte(cmd + "\n"))
+		if err != nil {
+			t.Fatalf("Post(%d): %v", i, err)
+		}
+		pending = append(pending, p)
+	}
+	for _, p := range pending {
+		if err := p.Wait(t.Context()); err != nil {
+			t.Errorf("Pending.Wait: %v", err)
+		}
+	}
+	for i := range 6 {
+		want := fmt.Sprintf("cmd %d", i)
+		if i == 3 {
+			want = long
+		}
+		if ev := next(t, c); string(ev.Data) != want {
+			t.Fatalf("line %d: got %.40q (%d bytes), want %.40q", i, ev.Data, len(ev.Data), want)
+		}
+	}
+	c.Ack(6)
+	if err := c.CloseStdin(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Post([]byte("echo late\n"))
+	if err == nil {
+		err = p.Wait(t.Context())
+	}
+	if !errors.Is(err, ErrStdinClosed) && !errors.Is(err, ErrExited) {
+		t.Errorf("Post after CloseStdin: %v, want ErrStdinClosed or ErrExited", err)
+	}
+	expectExit(t, c, cfg)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -91,6 +92,13 @@ func (r *Response) Decode(v any) error {
 	data := r.Data
 	if len(data) == 0 {
 		data = []byte("null")
+	}
+	if st, ok := v.(*State); ok && st != nil && *st == (State{}) {
+		// get_state answers every settle barrier: decoded in one pass.
+		if decodeState(data, st) {
+			return nil
+		}
+		*st = State{}
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("pirpc: decoding %s response: %w", r.Command, err)
@@ -361,7 +369,20 @@ var updatePrefix = []byte(`{"type":"message_update",`)
 // object with a string "type"; anything else is a *RecordError. An event
 // whose typed view does not decode is still returned, with
 // Event.DecodeErr set. raw is retained, not copied.
+//
+// The line is validated in one pass and only the members its type needs
+// are decoded (see jsonscan.go); a line that pass is unsure of is parsed
+// with encoding/json instead, with the same result.
 func ParseRecord(raw []byte) (Record, error) {
+	if rec, ok := parseFast(raw); ok {
+		return rec, nil
+	}
+	return parseStd(raw)
+}
+
+// parseStd is ParseRecord with encoding/json alone: the fallback, and the
+// reference the fast path is tested against.
+func parseStd(raw []byte) (Record, error) {
 	if bytes.HasPrefix(raw, updatePrefix) {
 		// Most of pi's output: message_update events, each carrying the
 		// partial message twice. Only the streaming step is decoded.
@@ -394,7 +415,230 @@ func ParseRecord(raw []byte) (Record, error) {
 		}
 		return Record{Raw: raw, Response: r}, nil
 	}
-	return Record{Raw: raw, Event: w.event()}, nil
+	return Record{Raw: raw, Event: w.event(false)}, nil
+}
+
+// wireField names a top-level member of wireRecord; spans holds the
+// members of one line by field.
+type wireField int
+
+const (
+	fType wireField = iota
+	fID
+	fCommand
+	fSuccess
+	fError
+	fData
+	fMessage
+	fAssistantMessageEvent
+	fToolCallID
+	fToolName
+	fArgs
+	fIsError
+	fAttempt
+	fMaxAttempts
+	fDelayMs
+	fErrorMessage
+	fFinalError
+	fReason
+	fAborted
+	fWillRetry
+	fMethod
+	fTitle
+	fOptions
+	fPlaceholder
+	fPrefill
+	fTimeout
+	fNotifyType
+	fSteering
+	fFollowUp
+	fExtensionPath
+	fEvent
+	fName
+	fLevel
+	numWireFields
+)
+
+// wireFields are wireRecord's JSON names, in wireField order.
+var wireFields = newFieldSet("type", "id", "command", "success", "error", "data", "message",
+	"assistantMessageEvent", "toolCallId", "toolName", "args", "isError", "attempt", "maxAttempts",
+	"delayMs", "errorMessage", "finalError", "reason", "aborted", "willRetry", "method", "title",
+	"options", "placeholder", "prefill", "timeout", "notifyType", "steering", "followUp",
+	"extensionPath", "event", "name", "level")
+
+// parseFast parses the records encoding/json would parse the same way
+// without doubt: valid JSON, each wireRecord member at most once and
+// spelled exactly, every member of the type its field takes. It reports
+// false for anything else (errors included), for parseStd to handle.
+func parseFast(raw []byte) (Record, bool) {
+	var spans [numWireFields][]byte
+	ok := eachLineMember(raw, wireFields, func(f int, value []byte) bool {
+		spans[f] = value
+		return true
+	})
+	if !ok {
+		return Record{}, false
+	}
+	if bytes.HasPrefix(raw, updatePrefix) {
+		// As parseStd: only the streaming step is decoded (a member of
+		// another type does not matter here).
+		var u *AssistantMessageEvent
+		if span := spans[fAssistantMessageEvent]; span != nil {
+			if u, ok = decodeUpdate(span); !ok {
+				return Record{}, false
+			}
+		}
+		return Record{Raw: raw, Event: &Event{Type: EventMessageUpdate, Update: u}}, true
+	}
+	var w wireRecord
+	if !w.fill(&spans) || w.Type == nil {
+		return Record{}, false
+	}
+	if *w.Type == "response" {
+		r, err := w.response()
+		if err != nil {
+			return Record{}, false
+		}
+		return Record{Raw: raw, Response: r}, true
+	}
+	return Record{Raw: raw, Event: w.event(true)}, true
+}
+
+// fill decodes the members' spans into w as encoding/json would, and
+// reports false when a member's value does not suit its field.
+func (w *wireRecord) fill(spans *[numWireFields][]byte) bool {
+	for f, span := range spans {
+		if span == nil {
+			continue
+		}
+		var ok bool
+		switch wireField(f) {
+		case fType:
+			if string(span) == "null" {
+				ok = true
+				break
+			}
+			var s string
+			if s, ok = decodeString(span); ok {
+				w.Type = &s
+			}
+		case fID:
+			w.ID, ok = span, true
+		case fCommand:
+			w.Command, ok = decodeString(span)
+		case fSuccess:
+			w.Success, ok = span, true
+		case fError:
+			w.Error, ok = span, true
+		case fData:
+			w.Data, ok = span, true
+		case fMessage:
+			w.Message, ok = span, true
+		case fAssistantMessageEvent:
+			w.AssistantMessageEvent, ok = decodeUpdate(span)
+		case fToolCallID:
+			w.ToolCallID, ok = decodeString(span)
+		case fToolName:
+			w.ToolName, ok = decodeString(span)
+		case fArgs:
+			w.Args, ok = span, true
+		case fIsError:
+			w.IsError, ok = decodeBool(span)
+		case fAttempt:
+			w.Attempt, ok = decodeInt(span)
+		case fMaxAttempts:
+			w.MaxAttempts, ok = decodeInt(span)
+		case fDelayMs:
+			w.DelayMs, ok = decodeFloat(span)
+		case fErrorMessage:
+			w.ErrorMessage, ok = decodeString(span)
+		case fFinalError:
+			w.FinalError, ok = decodeString(span)
+		case fReason:
+			w.Reason, ok = decodeString(span)
+		case fAborted:
+			w.Aborted, ok = decodeBool(span)
+		case fWillRetry:
+			w.WillRetry, ok = decodeBool(span)
+		case fMethod:
+			w.Method, ok = decodeString(span)
+		case fTitle:
+			w.Title, ok = decodeString(span)
+		case fOptions:
+			ok = json.Unmarshal(span, &w.Options) == nil
+		case fPlaceholder:
+			w.Placeholder, ok = decodeString(span)
+		case fPrefill:
+			w.Prefill, ok = decodeString(span)
+		case fTimeout:
+			w.Timeout, ok = decodeFloat(span)
+		case fNotifyType:
+			w.NotifyType, ok = decodeString(span)
+		case fSteering:
+			ok = json.Unmarshal(span, &w.Steering) == nil
+		case fFollowUp:
+			ok = json.Unmarshal(span, &w.FollowUp) == nil
+		case fExtensionPath:
+			w.ExtensionPath, ok = decodeString(span)
+		case fEvent:
+			w.Event, ok = decodeString(span)
+		case fName:
+			w.Name, ok = decodeString(span)
+		case fLevel:
+			w.Level, ok = decodeString(span)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeString decodes a valid string or null span as encoding/json does
+// into a string field.
+func decodeString(span []byte) (string, bool) {
+	if string(span) == "null" {
+		return "", true
+	}
+	if s, ok := plainString(span); ok {
+		return s, true
+	}
+	var s string
+	return s, len(span) > 0 && span[0] == '"' && json.Unmarshal(span, &s) == nil
+}
+
+func decodeBool(span []byte) (bool, bool) {
+	switch string(span) {
+	case "true":
+		return true, true
+	case "false", "null":
+		return false, true
+	}
+	return false, false
+}
+
+// decodeInt and decodeFloat parse a number span as encoding/json does for
+// an int and a float64 field.
+func decodeInt(span []byte) (int, bool) {
+	if string(span) == "null" {
+		return 0, true
+	}
+	if len(span) == 0 || span[0] != '-' && (span[0] < '0' || span[0] > '9') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(span), 10, strconv.IntSize)
+	return int(n), err == nil
+}
+
+func decodeFloat(span []byte) (float64, bool) {
+	if string(span) == "null" {
+		return 0, true
+	}
+	if len(span) == 0 || span[0] != '-' && (span[0] < '0' || span[0] > '9') {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(span), 64)
+	return f, err == nil
 }
 
 func (w *wireRecord) response() (*Response, error) {
@@ -418,14 +662,19 @@ func (w *wireRecord) response() (*Response, error) {
 	return r, nil
 }
 
-func (w *wireRecord) event() *Event {
+// event builds the typed view; fast decodes a message with decodeMessage
+// where it can.
+func (w *wireRecord) event(fast bool) *Event {
 	ev := &Event{Type: EventType(*w.Type)}
 	var err error
 	switch ev.Type {
 	case EventMessageStart, EventMessageEnd, EventTurnEnd:
 		if len(w.Message) > 0 && string(w.Message) != "null" {
 			ev.Message = new(Message)
-			err = json.Unmarshal(w.Message, ev.Message)
+			if !fast || !decodeMessage(w.Message, ev.Message) {
+				*ev.Message = Message{}
+				err = json.Unmarshal(w.Message, ev.Message)
+			}
 		}
 	case EventMessageUpdate:
 		ev.Update = w.AssistantMessageEvent
@@ -481,4 +730,305 @@ func truncate(b []byte) []byte {
 		return bytes.Clone(b[:max])
 	}
 	return bytes.Clone(b)
+}
+
+var (
+	updateFields  = newFieldSet("type", "contentIndex", "delta")
+	messageFields = newFieldSet("role", "content", "stopReason", "errorMessage", "usage", "provider", "model",
+		"toolCallId", "toolName", "isError", "customType", "timestamp")
+	partFields  = newFieldSet("type", "text", "thinking", "id", "name", "arguments", "mimeType")
+	usageFields = newFieldSet("input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost")
+	costFields  = newFieldSet("input", "output", "cacheRead", "cacheWrite", "total")
+)
+
+// decodeUpdate decodes an assistantMessageEvent span (already validated)
+// as encoding/json does into a *AssistantMessageEvent, without reading the
+// partial message it carries; false means: ask encoding/json.
+func decodeUpdate(span []byte) (*AssistantMessageEvent, bool) {
+	if string(span) == "null" {
+		return nil, true
+	}
+	u := new(AssistantMessageEvent)
+	ok := eachMember(span, updateFields, func(f int, v []byte) (ok bool) {
+		switch f {
+		case 0:
+			u.Type, ok = decodeString(v)
+		case 1:
+			u.ContentIndex, ok = decodeInt(v)
+		case 2:
+			u.Delta, ok = decodeString(v)
+		}
+		return ok
+	})
+	return u, ok
+}
+
+// decodeMessage decodes a message span (already validated) into a zero m
+// as encoding/json does; false means: ask encoding/json (m is then
+// partly set).
+func decodeMessage(span []byte, m *Message) bool {
+	return eachMember(span, messageFields, func(f int, v []byte) (ok bool) {
+		switch f {
+		case 0:
+			m.Role, ok = decodeString(v)
+		case 1:
+			m.Content, ok = decodeContent(v)
+		case 2:
+			m.StopReason, ok = decodeString(v)
+		case 3:
+			m.ErrorMessage, ok = decodeString(v)
+		case 4:
+			m.Usage, ok = decodeUsage(v)
+		case 5:
+			m.Provider, ok = decodeString(v)
+		case 6:
+			m.Model, ok = decodeString(v)
+		case 7:
+			m.ToolCallID, ok = decodeString(v)
+		case 8:
+			m.ToolName, ok = decodeString(v)
+		case 9:
+			m.IsError, ok = decodeBool(v)
+		case 10:
+			m.CustomType, ok = decodeString(v)
+		case 11:
+			var n int64
+			n, ok = decodeInt64(v)
+			m.Timestamp = n
+		}
+		return ok
+	})
+}
+
+// decodeContent is Content.UnmarshalJSON for the fast path.
+func decodeContent(span []byte) (Content, bool) {
+	switch {
+	case string(span) == "null":
+		return nil, true
+	case span[0] == '"':
+		s, ok := decodeString(span)
+		return Content{{Type: "text", Text: s}}, ok
+	case span[0] != '[':
+		return nil, false
+	}
+	parts := Content{}
+	s := scanner{b: span, i: 1, trusted: true}
+	s.space()
+	if s.next(']') {
+		return parts, true
+	}
+	for {
+		s.space()
+		start := s.i
+		if !s.value(1) {
+			return nil, false
+		}
+		var p ContentPart
+		if v := span[start:s.i]; string(v) != "null" && !eachMember(v, partFields, func(f int, v []byte) (ok bool) {
+			switch f {
+			case 0:
+				p.Type, ok = decodeString(v)
+			case 1:
+				p.Text, ok = decodeString(v)
+			case 2:
+				p.Thinking, ok = decodeString(v)
+			case 3:
+				p.ID, ok = decodeString(v)
+			case 4:
+				p.Name, ok = decodeString(v)
+			case 5:
+				p.Arguments, ok = v, true
+			case 6:
+				p.MimeType, ok = decodeString(v)
+			}
+			return ok
+		}) {
+			return nil, false
+		}
+		parts = append(parts, p)
+		s.space()
+		if s.next(',') {
+			continue
+		}
+		return parts, s.next(']')
+	}
+}
+
+func decodeUsage(span []byte) (*Usage, bool) {
+	if string(span) == "null" {
+		return nil, true
+	}
+	u := new(Usage)
+	ok := eachMember(span, usageFields, func(f int, v []byte) (ok bool) {
+		switch f {
+		case 0:
+			u.Input, ok = decodeFloat(v)
+		case 1:
+			u.Output, ok = decodeFloat(v)
+		case 2:
+			u.CacheRead, ok = decodeFloat(v)
+		case 3:
+			u.CacheWrite, ok = decodeFloat(v)
+		case 4:
+			u.TotalTokens, ok = decodeFloat(v)
+		case 5:
+			if string(v) == "null" {
+				return true
+			}
+			c := &u.Cost
+			return eachMember(v, costFields, func(f int, v []byte) (ok bool) {
+				switch f {
+				case 0:
+					c.Input, ok = decodeFloat(v)
+				case 1:
+					c.Output, ok = decodeFloat(v)
+				case 2:
+					c.CacheRead, ok = decodeFloat(v)
+				case 3:
+					c.CacheWrite, ok = decodeFloat(v)
+				case 4:
+					c.Total, ok = decodeFloat(v)
+				}
+				return ok
+			})
+		}
+		return ok
+	})
+	return u, ok
+}
+
+func decodeInt64(span []byte) (int64, bool) {
+	if string(span) == "null" {
+		return 0, true
+	}
+	if len(span) == 0 || span[0] != '-' && (span[0] < '0' || span[0] > '9') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(span), 10, 64)
+	return n, err == nil
+}
+
+var (
+	stateFields = newFieldSet("model", "thinkingLevel", "isStreaming", "isCompacting", "steeringMode",
+		"followUpMode", "sessionFile", "sessionId", "sessionName", "autoCompactionEnabled", "messageCount",
+		"pendingMessageCount")
+	modelFields = newFieldSet("id", "name", "api", "provider", "baseUrl", "reasoning", "input", "cost",
+		"contextWindow", "maxTokens")
+	modelCostFields = newFieldSet("input", "output", "cacheRead", "cacheWrite")
+)
+
+// decodeState decodes get_state's data (validating it) into a zero st as
+// encoding/json does; false means: ask encoding/json (st is then partly
+// set).
+func decodeState(data []byte, st *State) bool {
+	return eachLineMember(data, stateFields, func(f int, v []byte) (ok bool) {
+		switch f {
+		case 0:
+			st.Model, ok = decodeModel(v)
+		case 1:
+			st.ThinkingLevel, ok = decodeString(v)
+		case 2:
+			st.IsStreaming, ok = decodeBool(v)
+		case 3:
+			st.IsCompacting, ok = decodeBool(v)
+		case 4:
+			st.SteeringMode, ok = decodeString(v)
+		case 5:
+			st.FollowUpMode, ok = decodeString(v)
+		case 6:
+			st.SessionFile, ok = decodeString(v)
+		case 7:
+			st.SessionID, ok = decodeString(v)
+		case 8:
+			st.SessionName, ok = decodeString(v)
+		case 9:
+			st.AutoCompactionEnabled, ok = decodeBool(v)
+		case 10:
+			st.MessageCount, ok = decodeInt(v)
+		case 11:
+			st.PendingMessageCount, ok = decodeInt(v)
+		}
+		return ok
+	})
+}
+
+func decodeModel(span []byte) (*Model, bool) {
+	if string(span) == "null" {
+		return nil, true
+	}
+	m := new(Model)
+	ok := eachMember(span, modelFields, func(f int, v []byte) (ok bool) {
+		switch f {
+		case 0:
+			m.ID, ok = decodeString(v)
+		case 1:
+			m.Name, ok = decodeString(v)
+		case 2:
+			m.API, ok = decodeString(v)
+		case 3:
+			m.Provider, ok = decodeString(v)
+		case 4:
+			m.BaseURL, ok = decodeString(v)
+		case 5:
+			m.Reasoning, ok = decodeBool(v)
+		case 6:
+			m.Input, ok = decodeStrings(v)
+		case 7:
+			if string(v) == "null" {
+				return true
+			}
+			c := &m.Cost
+			return eachMember(v, modelCostFields, func(f int, v []byte) (ok bool) {
+				switch f {
+				case 0:
+					c.Input, ok = decodeFloat(v)
+				case 1:
+					c.Output, ok = decodeFloat(v)
+				case 2:
+					c.CacheRead, ok = decodeFloat(v)
+				case 3:
+					c.CacheWrite, ok = decodeFloat(v)
+				}
+				return ok
+			})
+		case 8:
+			m.ContextWindow, ok = decodeFloat(v)
+		case 9:
+			m.MaxTokens, ok = decodeFloat(v)
+		}
+		return ok
+	})
+	return m, ok
+}
+
+// decodeStrings decodes an array of strings (a member of validated JSON)
+// as encoding/json does into a []string.
+func decodeStrings(span []byte) ([]string, bool) {
+	switch {
+	case string(span) == "null":
+		return nil, true
+	case span[0] != '[':
+		return nil, false
+	}
+	out := []string{}
+	s := scanner{b: span, i: 1, trusted: true}
+	s.space()
+	if s.next(']') {
+		return out, true
+	}
+	for {
+		s.space()
+		start := s.i
+		s.skip()
+		v, ok := decodeString(span[start:s.i])
+		if !ok {
+			return nil, false
+		}
+		out = append(out, v)
+		s.space()
+		if s.next(',') {
+			continue
+		}
+		return out, s.next(']')
+	}
 }

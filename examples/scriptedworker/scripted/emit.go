@@ -3,8 +3,11 @@ package scripted
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"reflect"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 )
 
 // field is one member of an obj.
@@ -74,12 +77,115 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 			}
 		}
 		return append(b, ']'), nil
+	case string:
+		return appendString(b, v), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case float64:
+		return appendFloat(b, v)
+	case []part:
+		if v == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, p := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = p.appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case *usage:
+		if v != nil {
+			return v.appendJSON(b)
+		}
 	}
 	j, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	return append(b, j...), nil
+}
+
+// appendString appends s as encoding/json writes a string: HTML-escaped,
+// U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD. Handing
+// every string to json.Marshal was most of the worker's encoding time.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// appendFloat appends f as encoding/json writes a float64: the shortest
+// representation, in exponent form only below 1e-6 or from 1e21 on.
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, &json.UnsupportedValueError{Str: strconv.FormatFloat(f, 'g', -1, 64)}
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 is written e-9.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
 }
 
 // appendKey appends a member name and its colon; the names of this
@@ -106,18 +212,37 @@ func isNil(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// emitter writes records to stdout, one line each, never interleaved.
+// emitter writes records to stdout, one line each, never interleaved, in
+// the order emit was called. A writer goroutine does the writing: records
+// emitted while it writes go out together in its next write, so a reply
+// that is produced faster than the pipe is read costs the reader (the
+// shim, the agent) a few wakeups instead of one per line. No record waits
+// for anything but the write before it; flush is for the points where pi,
+// whose writes are synchronous, would have its records out already.
 type emitter struct {
-	mu sync.Mutex
-	w  io.Writer
+	w    io.Writer
+	kick chan struct{}
+	done chan struct{} // closed by close: the writer goroutine ends
+
+	wmu sync.Mutex // held while writing; orders flush against the writer
+
+	mu      sync.Mutex
+	pending []byte
+	spare   []byte
 }
 
-func newEmitter(w io.Writer) *emitter { return &emitter{w: w} }
+func newEmitter(w io.Writer) *emitter {
+	e := &emitter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go e.writeLoop()
+	return e
+}
 
-// emit writes records in one write, so that no other record can come
-// between them (pi writes agent_end and auto_retry_start in one step).
+// emit queues records to be written in one write, so that no other record
+// can come between them (pi writes agent_end and auto_retry_start in one
+// step).
 func (e *emitter) emit(records ...any) {
-	var buf []byte
+	e.mu.Lock()
+	buf := e.pending
 	for _, r := range records {
 		var err error
 		if buf, err = appendJSON(buf, r); err != nil {
@@ -125,10 +250,56 @@ func (e *emitter) emit(records ...any) {
 		}
 		buf = append(buf, '\n')
 	}
+	e.pending = buf
+	e.mu.Unlock()
+	select {
+	case e.kick <- struct{}{}:
+	default: // the writer is awake already and will find the records
+	}
+}
+
+// writeLoop writes whatever is pending, whenever there is some, until
+// close.
+func (e *emitter) writeLoop() {
+	for {
+		select {
+		case <-e.kick:
+			e.writePending()
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// writePending writes the pending records, if any, in one write. A
+// failed write means the reader is gone; pi carries on the same way.
+func (e *emitter) writePending() {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	// A failed write means the reader is gone; pi carries on the same way.
-	_, _ = e.w.Write(buf)
+	buf := e.pending
+	e.pending, e.spare = e.spare[:0], nil
+	e.mu.Unlock()
+	if len(buf) > 0 {
+		_, _ = e.w.Write(buf)
+	}
+	e.mu.Lock()
+	if e.spare == nil && cap(buf) <= 1<<20 {
+		e.spare = buf[:0]
+	}
+	e.mu.Unlock()
+}
+
+// flush writes every record emitted so far before it returns: before a
+// side effect someone may act on (a tool process, the process's exit),
+// as pi's synchronous writes would have.
+func (e *emitter) flush() { e.writePending() }
+
+// close flushes and ends the writer goroutine; records emitted later are
+// not written.
+func (e *emitter) close() {
+	close(e.done)
+	e.flush()
 }
 
 // response builds a command response; id "" is left out.

@@ -36,3 +36,31 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		}
 	}
 }
+
+// The hand-written encoders of strings, floats, parts and usage write what
+// json.Marshal writes.
+func FuzzAppendJSONMatchesMarshal(f *testing.F) {
+	f.Add("plain", 0.5, 3, "")
+	f.Add("a <b> & \u2028\u2029 \x00\x1f\x7f \b\f\n\r\t \"q\" \\ é \xff\xfe", 1e-7, -2, `{"x" : "<y>"}`)
+	f.Add("", 1e21, 1<<40, "[1, 2]")
+	f.Add("\xed\xa0\x80 surrogate", -123456789.125e-30, 0, "null")
+	f.Fuzz(func(t *testing.T, s string, x float64, n int, args string) {
+		text := s
+		p := part{Type: s, Text: &text, ID: s, Name: s}
+		if json.Valid([]byte(args)) {
+			p.Arguments = json.RawMessage(args)
+		}
+		values := []any{s, x, n, int64(n), n%2 == 0, []part{p, thinkingPart(s)}, part{Type: "x"},
+			&usage{Input: n, Output: -n, TotalTokens: n / 3, Cost: usageCost{Input: x, Output: x / 3, Total: -x}}}
+		for i, v := range values {
+			want, werr := json.Marshal(v)
+			got, gerr := appendJSON(nil, v)
+			if (werr != nil) != (gerr != nil) {
+				t.Fatalf("value %d (%#v): Marshal error %v, appendJSON error %v", i, v, werr, gerr)
+			}
+			if werr == nil && string(got) != string(want) {
+				t.Fatalf("value %d (%#v):\n got %s\nwant %s", i, v, got, want)
+			}
+		}
+	})
+}

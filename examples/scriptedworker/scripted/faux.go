@@ -165,3 +165,13 @@ func chunks(s string, size int) []string {
 
 // tokens estimates tokens like the faux provider: characters / 4, rounded up.
 func tokens(chars int) int { return (chars + 3) / 4 }
+
+// replyTail is the end of a context that reply reads: the trailing run of
+// tool results, or else the last message.
+func replyTail(context []*message) []*message {
+	start := len(context) - 1
+	for start > 0 && context[start].Role == "toolResult" && context[start-1].Role == "toolResult" {
+		start--
+	}
+	return context[max(start, 0):]
+}

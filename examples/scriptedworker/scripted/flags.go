@@ -35,7 +35,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(cfg.extensions) > 0 {
 		fmt.Fprintf(stderr, "scriptedworker: extensions recorded, not run: %s\n", strings.Join(cfg.extensions, ", "))
 	}
-	w, err := newWorker(cfg, newEmitter(stdout))
+	out := newEmitter(stdout)
+	defer out.close()
+	w, err := newWorker(cfg, out)
 	if err != nil {
 		fmt.Fprintf(stderr, "Error: %v\n", err)
 		return 1
@@ -46,6 +48,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	go func() {
 		sig := <-sigs
 		w.tools.killAll()
+		out.flush()
 		if sig == syscall.SIGHUP {
 			os.Exit(129)
 		}
@@ -62,7 +65,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			w.handleLine(line)
 		}
 		if err != nil {
-			// pi exits at once on stdin EOF, even mid-run.
+			// pi exits at once on stdin EOF, even mid-run (what was
+			// written so far goes out).
 			return 0
 		}
 	}

@@ -2,8 +2,10 @@ package scripted
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // part is one content block.
@@ -14,6 +16,32 @@ type part struct {
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// appendJSON appends the part as json.Marshal writes it.
+func (p part) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"type":`...)
+	b = appendString(b, p.Type)
+	if p.Text != nil {
+		b = appendString(append(b, `,"text":`...), *p.Text)
+	}
+	if p.Thinking != nil {
+		b = appendString(append(b, `,"thinking":`...), *p.Thinking)
+	}
+	if p.ID != "" {
+		b = appendString(append(b, `,"id":`...), p.ID)
+	}
+	if p.Name != "" {
+		b = appendString(append(b, `,"name":`...), p.Name)
+	}
+	if len(p.Arguments) > 0 {
+		args, err := json.Marshal(p.Arguments) // compacted and escaped, as Marshal does
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"arguments":`...), args...)
+	}
+	return append(b, '}'), nil
 }
 
 func textPart(s string) part     { return part{Type: "text", Text: &s} }
@@ -130,6 +158,27 @@ type usage struct {
 	Cost        usageCost `json:"cost"`
 }
 
+// appendJSON appends the usage as json.Marshal writes it.
+func (u *usage) appendJSON(b []byte) ([]byte, error) {
+	b = strconv.AppendInt(append(b, `{"input":`...), int64(u.Input), 10)
+	b = strconv.AppendInt(append(b, `,"output":`...), int64(u.Output), 10)
+	b = strconv.AppendInt(append(b, `,"cacheRead":`...), int64(u.CacheRead), 10)
+	b = strconv.AppendInt(append(b, `,"cacheWrite":`...), int64(u.CacheWrite), 10)
+	b = strconv.AppendInt(append(b, `,"totalTokens":`...), int64(u.TotalTokens), 10)
+	b = append(b, `,"cost":`...)
+	c := u.Cost
+	var err error
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{`{"input":`, c.Input}, {`,"output":`, c.Output}, {`,"cacheRead":`, c.CacheRead}, {`,"cacheWrite":`, c.CacheWrite}, {`,"total":`, c.Total}} {
+		if b, err = appendFloat(append(b, f.key...), f.v); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}', '}'), nil
+}
+
 type usageCost struct {
 	Input      float64 `json:"input"`
 	Output     float64 `json:"output"`
@@ -195,6 +244,10 @@ func (m *message) llmText() string {
 	}
 	return m.text()
 }
+
+// llmChars is the length of llmText in characters (runes), the measure
+// the faux provider's token estimate uses.
+func (m *message) llmChars() int { return utf8.RuneCountInString(m.llmText()) }
 
 func (m *message) toolCalls() []part {
 	var calls []part

@@ -128,7 +128,7 @@ func (w *worker) agentRun(ctx, retryCtx context.Context, run *activeRun, prompt 
 		delay := w.settings.baseDelay() * time.Duration(math.Pow(2, float64(attempt-1)))
 		// The failed attempt leaves the context (it stays in the file).
 		if n := len(w.context); n > 0 && w.context[n-1] == last {
-			w.context = w.context[:n-1]
+			w.dropLastContextLocked()
 		}
 		// agent_end and auto_retry_start in one write: a client's get_state
 		// barrier cannot come between them.
@@ -252,7 +252,7 @@ func (w *worker) deliverLocked(m *message, queued bool) {
 		w.out.emit(w.queueUpdate())
 	}
 	w.out.emit(obj{{"type", "message_start"}, {"message", m}}, obj{{"type", "message_end"}, {"message", m}})
-	w.context = append(w.context, m)
+	w.appendContextLocked(m)
 	w.appendEntry(&entry{Type: "message", Message: m})
 }
 
@@ -275,20 +275,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // message_update steps and message_end.
 func (w *worker) stream(ctx context.Context) *message {
 	w.mu.Lock()
-	history := append([]*message{}, w.context...)
+	// The model answers the end of the context; the rest counts only
+	// through the running totals (copying or walking a long session's
+	// whole context at every reply made each prompt slower than the last).
+	tail := append([]*message{}, replyTail(w.context)...)
+	assistants, contextChars := w.contextAssistants, w.contextChars
 	msg := &message{Role: "assistant", API: "pifleet-faux", Provider: w.provider, Model: w.modelID,
 		Usage: &usage{}, StopReason: "stop", Timestamp: nowMillis()}
 	w.mu.Unlock()
 
-	p := w.model.reply(history)
-	assistants := 0
-	contextChars := 0
-	for _, m := range history {
-		if m.Role == "assistant" {
-			assistants++
-		}
-		contextChars += len([]rune(m.llmText()))
-	}
+	p := w.model.reply(tail)
 	chunk := max(1, int(envNumber("PIFLEET_FAUX_CHUNK", 16)))
 	delay := time.Duration(p.delayMs) * time.Millisecond
 
@@ -378,7 +374,7 @@ blocks:
 		w.retryAttempt = 0
 	}
 	w.out.emit(records...)
-	w.context = append(w.context, msg)
+	w.appendContextLocked(msg)
 	w.appendEntry(&entry{Type: "message", Message: msg})
 	return msg
 }
@@ -406,7 +402,10 @@ func (w *worker) execTools(ctx context.Context, calls []part) []*message {
 		}
 		runnable = append(runnable, i)
 	}
-	// Executions start once every start is out, as in pi.
+	// Executions start once every start is out, as in pi: written, not
+	// only emitted, so that whoever sees a tool running (or its files)
+	// has seen the run's events before it.
+	w.out.flush()
 	var wg sync.WaitGroup
 	for _, i := range runnable {
 		c := calls[i]
@@ -423,7 +422,7 @@ func (w *worker) execTools(ctx context.Context, calls []part) []*message {
 	defer w.mu.Unlock()
 	for _, m := range results {
 		w.out.emit(obj{{"type", "message_start"}, {"message", m}}, obj{{"type", "message_end"}, {"message", m}})
-		w.context = append(w.context, m)
+		w.appendContextLocked(m)
 		w.appendEntry(&entry{Type: "message", Message: m})
 	}
 	return results
@@ -528,14 +527,11 @@ func (w *worker) compact(c command) {
 // faux summary replaces nothing) and rebuilds the context from it.
 func (w *worker) compactLocked() obj {
 	path := w.sess.branch(w.sess.leaf)
-	chars := 0
-	for _, m := range w.context {
-		chars += len([]rune(m.llmText()))
-	}
+	chars := w.contextChars
 	details := obj{{"readFiles", []string{}}, {"modifiedFiles", []string{}}}
 	e := w.appendEntry(&entry{Type: "compaction", Summary: "faux: summary", FirstKeptID: path[0].ID,
 		TokensBefore: tokens(chars), Details: details})
-	w.context = w.sess.context()
+	w.setContextLocked(w.sess.context())
 	return obj{{"summary", e.Summary}, {"firstKeptEntryId", e.FirstKeptID}, {"tokensBefore", e.TokensBefore}, {"details", details}}
 }
 
@@ -574,6 +570,7 @@ func (w *worker) bashCommand(c command) {
 	w.mu.Unlock()
 	defer cancel()
 
+	w.out.flush() // what came before is out before the command runs
 	cmd := exec.Command("sh", "-c", c.Command)
 	cmd.Dir = w.cwd
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -600,7 +597,7 @@ func (w *worker) bashCommand(c command) {
 	m := &message{Role: "bashExecution", Command: c.Command, Output: out.String(), ExitCode: exitCode,
 		Cancelled: cancelled, Timestamp: nowMillis()}
 	w.mu.Lock()
-	w.context = append(w.context, m)
+	w.appendContextLocked(m)
 	w.appendEntry(&entry{Type: "message", Message: m})
 	w.bashCancel = nil
 	w.mu.Unlock()
@@ -652,7 +649,7 @@ func (w *worker) replaceSession(c command) {
 	w.sess = next
 	w.steering, w.followUp = nil, nil
 	if len(next.entries) == 0 {
-		w.context = nil
+		w.setContextLocked(nil)
 		w.startEntries()
 	} else {
 		w.restoreFromSession(w.cfg)

@@ -136,7 +136,8 @@ type session struct {
 	entries []*entry
 	byID    map[string]*entry
 	leaf    string
-	flushed bool // the file holds every entry
+	flushed bool   // the file holds every entry
+	named   *entry // the last session_info entry: get_state reads it at every settle
 }
 
 func isoNow() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
@@ -203,9 +204,7 @@ func openSession(path, cwd string) (*session, error) {
 		if err := json.Unmarshal(line, e); err != nil {
 			continue // pi skips lines it cannot parse
 		}
-		s.entries = append(s.entries, e)
-		s.byID[e.ID] = e
-		s.leaf = e.ID
+		s.add(e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading %s: %w", abs, err)
@@ -241,9 +240,7 @@ func (s *session) append(e *entry) (*entry, error) {
 	e.ID = s.newEntryID()
 	e.ParentID = s.leaf
 	e.Timestamp = isoNow()
-	s.entries = append(s.entries, e)
-	s.byID[e.ID] = e
-	s.leaf = e.ID
+	s.add(e)
 	return e, s.persist(e)
 }
 
@@ -397,12 +394,20 @@ func (s *session) latest(typ string) *entry {
 }
 
 func (s *session) name() string {
-	for i := len(s.entries) - 1; i >= 0; i-- {
-		if s.entries[i].Type == "session_info" {
-			return s.entries[i].Name
-		}
+	if s.named == nil {
+		return ""
 	}
-	return ""
+	return s.named.Name
+}
+
+// add makes e the session's leaf.
+func (s *session) add(e *entry) {
+	s.entries = append(s.entries, e)
+	s.byID[e.ID] = e
+	s.leaf = e.ID
+	if e.Type == "session_info" {
+		s.named = e
+	}
 }
 
 // fork writes a new session holding the branch up to leafID (the whole
@@ -411,9 +416,7 @@ func (s *session) fork(leafID string) (*session, error) {
 	n := newSession(s.dir, s.header.Cwd, s.path)
 	if leafID != "" {
 		for _, e := range s.branch(leafID) {
-			n.entries = append(n.entries, e)
-			n.byID[e.ID] = e
-			n.leaf = e.ID
+			n.add(e)
 		}
 	}
 	if n.path != "" && n.hasAssistant() {

@@ -42,14 +42,17 @@ type worker struct {
 	autoCompaction bool
 	autoRetry      bool
 	sess           *session
-	context        []*message // what the model sees
-	steering       []*message
-	followUp       []*message
-	streaming      bool // between agent_start and agent_end
-	active         *activeRun
-	retryAttempt   int
-	dialogs        map[string]chan obj
-	bashCancel     context.CancelFunc
+	context        []*message // what the model sees: changed only by the *ContextLocked methods
+	// Running totals over context, for the model's token estimate.
+	contextChars      int // llmText characters
+	contextAssistants int // assistant messages
+	steering          []*message
+	followUp          []*message
+	streaming         bool // between agent_start and agent_end
+	active            *activeRun
+	retryAttempt      int
+	dialogs           map[string]chan obj
+	bashCancel        context.CancelFunc
 }
 
 // activeRun is a prompt's run including its auto-retries.
@@ -163,7 +166,7 @@ func (w *worker) startEntries() {
 // restoreFromSession takes the context, model and thinking level from an
 // opened session; flags given on the command line win.
 func (w *worker) restoreFromSession(cfg config) {
-	w.context = w.sess.context()
+	w.setContextLocked(w.sess.context())
 	if e := w.sess.latest("model_change"); e != nil && cfg.model == "faux-1" && cfg.provider == "faux" {
 		w.provider, w.modelID = e.Provider, e.ModelID
 	}
@@ -584,4 +587,37 @@ func newRequestID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// appendContextLocked adds m to the context the model sees.
+func (w *worker) appendContextLocked(m *message) {
+	w.context = append(w.context, m)
+	w.count(m, 1)
+}
+
+// dropLastContextLocked takes the newest message out of the context (a
+// failed attempt before its retry).
+func (w *worker) dropLastContextLocked() {
+	n := len(w.context)
+	w.count(w.context[n-1], -1)
+	w.context[n-1] = nil
+	w.context = w.context[:n-1]
+}
+
+// setContextLocked replaces the context (a session opened, compacted or
+// switched).
+func (w *worker) setContextLocked(msgs []*message) {
+	w.context = msgs
+	w.contextChars, w.contextAssistants = 0, 0
+	for _, m := range msgs {
+		w.count(m, 1)
+	}
+}
+
+// count adds (sign 1) or removes (sign -1) m's share of the running totals.
+func (w *worker) count(m *message, sign int) {
+	w.contextChars += sign * m.llmChars()
+	if m.Role == "assistant" {
+		w.contextAssistants += sign
+	}
 }

@@ -65,8 +65,15 @@ type Worker struct {
 	lastSeq   uint64 // last delivered, guarded by qmu
 	delivOpen bool   // runOpen as of lastSeq, guarded by qmu
 	skipTo    uint64 // events up to this seq were delivered in a previous life
+	// Guarded by qmu: deliver holds an item it took from the queue
+	// (delivBusy) or has closed Events (delivClosed); the acknowledgement
+	// owed to a shim for delivered lines, sent when a burst of lines ends.
+	delivBusy   bool
+	delivClosed bool
+	ackGen      *generation
+	ackSeq      uint64
 
-	wg   sync.WaitGroup // read loops and asynchronous writes
+	wg   sync.WaitGroup // read loops
 	done chan struct{}  // closed once every goroutine has ended
 }
 
@@ -323,7 +330,7 @@ func (w *Worker) adoptProbe(r *pirpc.Response, seq uint64) []Event {
 		return nil
 	}
 	if w.runOpen {
-		return []Event{w.settledLocked(seq, &pirpc.Settle{}, nil)}
+		return []Event{w.settledLocked(seq, &pirpc.Settle{}, nil, nil)}
 	}
 	return nil
 }
@@ -361,7 +368,11 @@ func (w *Worker) readLoop(g *generation) {
 		case shim.EventExit:
 			w.onExit(g, ev.Seq, ev.Exit)
 		}
+		if len(g.c.Events()) == 0 {
+			w.flushAck() // the burst is over: one ack for all of it
+		}
 	}
+	w.flushAck()
 	err := g.c.Err()
 	g.c.Close()
 	w.mu.Lock()
@@ -471,25 +482,27 @@ func (w *Worker) onEventLocked(g *generation, shimSeq, seq uint64, rec pirpc.Rec
 			return
 		}
 		if act.Settled != nil {
-			out.Settled = w.settledLocked(seq, act.Settled, rec.Raw).Settled
+			out.Settled = w.settledLocked(seq, act.Settled, rec.Raw, nil).Settled
 		}
 		act.Settled = nil
 	}
 	w.emitLocked(g, shimSeq, out)
-	w.performLocked(g, act, seq)
+	w.performLocked(g, act, seq, nil)
 }
 
-// performLocked carries out what the settle detector asked for.
-func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64) []Event {
+// performLocked carries out what the settle detector asked for; state is
+// the get_state answer that led to act (nil when act came otherwise).
+func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64, state *pirpc.State) []Event {
 	var out []Event
 	if act.Barrier != 0 {
 		token := act.Barrier
 		w.callLocked(g, pirpc.GetState{}, func(r *pirpc.Response, seq uint64) []Event {
 			var st pirpc.BarrierState
-			if s := w.noteState(r); s != nil {
+			s := w.noteState(r)
+			if s != nil {
 				st = pirpc.BarrierState{IsStreaming: s.IsStreaming, PendingMessageCount: s.PendingMessageCount}
 			}
-			return w.performLocked(g, w.detector.OnBarrier(token, st), seq)
+			return w.performLocked(g, w.detector.OnBarrier(token, st), seq, s)
 		})
 	}
 	if act.Wait != 0 {
@@ -501,12 +514,12 @@ func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if !w.finished && w.gen == g {
-				w.performLocked(g, w.detector.OnTimeout(token), 0)
+				w.performLocked(g, w.detector.OnTimeout(token), 0, nil)
 			}
 		})
 	}
 	if act.Settled != nil {
-		out = append(out, w.settledLocked(seq, act.Settled, nil))
+		out = append(out, w.settledLocked(seq, act.Settled, nil, state))
 	}
 	return out
 }
@@ -556,7 +569,12 @@ func (w *Worker) abortLocked(g *generation) {
 
 // settledLocked closes a run: the Settled report, the drift check, and
 // the synthetic agent_settled event (raw nil) or pi's own (raw given).
-func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage) Event {
+// state is a get_state answer from after the run (the settle barrier's),
+// or nil: the drift check needs its own get_state only when there is none
+// or it shows a drift (the check's event then takes that answer's seq, so
+// that seqs keep increasing). The usual settle so costs one round trip
+// through shim and worker, not two.
+func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage, state *pirpc.State) Event {
 	limit := w.budget.settle()
 	st := &Settled{
 		Aborted:           s.Aborted,
@@ -583,7 +601,9 @@ func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage)
 	if w.runTimer != nil {
 		w.runTimer.Stop()
 	}
-	w.callLocked(w.gen, pirpc.GetState{}, w.driftCheck)
+	if state == nil || w.drifted(state) {
+		w.callLocked(w.gen, pirpc.GetState{}, w.driftCheck)
+	}
 	if raw == nil {
 		raw, _ = json.Marshal(struct {
 			Type    string `json:"type"`
@@ -597,17 +617,11 @@ func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage)
 // sets a pinned model back.
 func (w *Worker) driftCheck(r *pirpc.Response, seq uint64) []Event {
 	st := w.noteState(r)
-	if st == nil || st.Model == nil {
+	if !w.drifted(st) {
 		return nil
 	}
 	now := st.Model.Provider + "/" + st.Model.ID
-	want := w.model
-	if w.pin != nil {
-		want = w.pin.String()
-	}
-	if now == want {
-		return nil
-	}
+	want := w.expectedModel()
 	d := &Drift{From: want, To: now}
 	w.model = now
 	if pin := w.pin; pin != nil {
@@ -623,6 +637,20 @@ func (w *Worker) driftCheck(r *pirpc.Response, seq uint64) []Event {
 	}
 	w.log.Warn().Str("from", d.From).Str("to", d.To).Bool("restored", d.Restored).Msg("model drift")
 	return []Event{{Seq: seq, Kind: KindDrift, Drift: d}}
+}
+
+// drifted reports whether a get_state answer (nil when it failed) shows
+// another model than the one expected.
+func (w *Worker) drifted(st *pirpc.State) bool {
+	return st != nil && st.Model != nil && st.Model.Provider+"/"+st.Model.ID != w.expectedModel()
+}
+
+// expectedModel is the pinned model, or else the one last seen.
+func (w *Worker) expectedModel() string {
+	if w.pin != nil {
+		return w.pin.String()
+	}
+	return w.model
 }
 
 // openDialogLocked answers a dialog from AutoAnswer, or waits for AnswerUI
@@ -725,37 +753,94 @@ func (w *Worker) callLocked(g *generation, cmd pirpc.Command, h handler) {
 	w.writeAsyncLocked(g, line)
 }
 
-// writeAsyncLocked writes a line without holding up the caller (the read
-// loop must never wait on the worker's stdin).
+// writeAsyncLocked sends a line at once, in order, without waiting for it
+// to reach the worker (the read loop must never wait on the worker's
+// stdin): the settle barrier leaves as soon as agent_end is read, with no
+// goroutine to schedule first. The shim's answer is not awaited: a write
+// fails only when stdin is closed or the worker is gone, which the
+// missing answer and the exit report anyway.
 func (w *Worker) writeAsyncLocked(g *generation, line []byte) {
 	if g == nil {
 		return
 	}
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		if err := g.c.Write(context.Background(), append(line, '\n')); err != nil {
-			w.log.Debug().Err(err).Msg("write to the worker failed")
-		}
-	}()
+	if _, err := g.c.Post(append(line, '\n')); err != nil {
+		w.log.Debug().Err(err).Msg("write to the worker failed")
+	}
 }
 
-// emitLocked records an event in the ring and queues it for delivery,
-// followed by the acknowledgement of shimSeq (0: none).
+// emitLocked records an event in the ring and delivers it, or queues it
+// for delivery, followed by the acknowledgement of shimSeq (0: none).
 func (w *Worker) emitLocked(g *generation, shimSeq uint64, ev Event) {
 	w.ring.push(ev)
 	w.qmu.Lock()
+	if w.deliverNowLocked(&ev, g, shimSeq) {
+		w.qmu.Unlock()
+		return
+	}
 	w.queue = append(w.queue, item{ev: &ev, g: g, shimSeq: shimSeq, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
 
-// ackLocked queues the acknowledgement of a line that makes no event.
+// ackLocked acknowledges, after the events before it, a line that makes
+// no event.
 func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 	w.qmu.Lock()
+	if w.deliverNowLocked(nil, g, shimSeq) {
+		w.qmu.Unlock()
+		return
+	}
 	w.queue = append(w.queue, item{g: g, shimSeq: shimSeq, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
+}
+
+// deliverNowLocked hands ev (nil: none) to a reader waiting on Events
+// when nothing is queued before it, and notes the ack of shimSeq; it
+// reports false when the item must go through the queue instead. Most
+// events find the queue empty and the daemon waiting: they skip the
+// handoff to deliver, a goroutine wakeup per line on the round trip.
+// Caller holds qmu.
+func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64) bool {
+	if len(w.queue) > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
+		return false
+	}
+	if ev != nil && ev.Seq > w.skipTo {
+		select {
+		case w.events <- *ev:
+		default:
+			return false
+		}
+		w.lastSeq, w.delivOpen = ev.Seq, w.runOpen
+	}
+	if shimSeq != 0 {
+		w.ackGen, w.ackSeq = g, shimSeq
+	}
+	return true
+}
+
+// owedAckLocked notes that shimSeq of g is delivered; it returns an ack
+// owed to another generation, to be sent first. Caller holds qmu.
+func (w *Worker) owedAckLocked(g *generation, shimSeq uint64) (*generation, uint64) {
+	var prevGen *generation
+	var prevSeq uint64
+	if w.ackSeq != 0 && w.ackGen != g {
+		prevGen, prevSeq = w.ackGen, w.ackSeq
+	}
+	w.ackGen, w.ackSeq = g, shimSeq
+	return prevGen, prevSeq
+}
+
+// flushAck sends the ack owed for delivered lines, if any. Acks are
+// cumulative, so one covers a whole burst.
+func (w *Worker) flushAck() {
+	w.qmu.Lock()
+	g, seq := w.ackGen, w.ackSeq
+	w.ackGen, w.ackSeq = nil, 0
+	w.qmu.Unlock()
+	if seq != 0 {
+		g.c.Ack(seq) // fails only once the shim is gone
+	}
 }
 
 func (w *Worker) closeQueueLocked() {
@@ -783,23 +868,19 @@ func kick(ch chan struct{}) {
 // before, since deliver never blocks holding an ack.
 func (w *Worker) deliver() {
 	defer close(w.delivDone)
-	defer close(w.events)
-	var (
-		ackGen *generation // the shim the pending ack goes to
-		ackSeq uint64      // the latest delivered shim seq not yet acknowledged
-	)
-	flushAck := func() {
-		if ackSeq != 0 {
-			ackGen.c.Ack(ackSeq) // fails only once the shim is gone
-			ackGen, ackSeq = nil, 0
-		}
-	}
-	defer flushAck()
+	defer func() {
+		w.qmu.Lock()
+		w.delivClosed = true
+		w.qmu.Unlock()
+		close(w.events)
+		w.flushAck()
+	}()
 	for {
 		w.qmu.Lock()
+		w.delivBusy = false
 		if len(w.queue) == 0 {
 			w.qmu.Unlock()
-			flushAck()
+			w.flushAck()
 			select {
 			case <-w.qkick:
 				continue
@@ -810,6 +891,7 @@ func (w *Worker) deliver() {
 		it := w.queue[0]
 		w.queue[0] = item{}
 		w.queue = w.queue[1:]
+		w.delivBusy = true
 		w.qmu.Unlock()
 		if it.close {
 			return
@@ -818,7 +900,7 @@ func (w *Worker) deliver() {
 			select {
 			case w.events <- *it.ev:
 			default:
-				flushAck() // the reader is behind: do not hold the ack meanwhile
+				w.flushAck() // the reader is behind: do not hold the ack meanwhile
 				select {
 				case w.events <- *it.ev:
 				case <-w.stopDeliv:
@@ -830,10 +912,12 @@ func (w *Worker) deliver() {
 			w.qmu.Unlock()
 		}
 		if it.shimSeq != 0 {
-			if ackGen != it.g {
-				flushAck()
+			w.qmu.Lock()
+			prevGen, prevSeq := w.owedAckLocked(it.g, it.shimSeq)
+			w.qmu.Unlock()
+			if prevSeq != 0 {
+				prevGen.c.Ack(prevSeq)
 			}
-			ackGen, ackSeq = it.g, it.shimSeq
 		}
 	}
 }
