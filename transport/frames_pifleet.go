@@ -19,6 +19,10 @@ import (
 // incoming hellos).
 const CapabilityPifleet = "pifleet-v1"
 
+// CapabilityCacheVerify, in an agent's hello, says it answers
+// cache_verify (an older pifleet agent does not).
+const CapabilityCacheVerify = "cache-verify"
+
 // Wire names of pifleet's frame types.
 const (
 	TypeSpawnProgress        = "spawn_progress"
@@ -37,6 +41,8 @@ const (
 	TypeTaskEscalated        = "task_escalated"
 	TypeRepoHead             = "repo_head"
 	TypeRepoHeadResult       = "repo_head_result"
+	TypeCacheVerify          = "cache_verify"
+	TypeCacheVerifyResult    = "cache_verify_result"
 )
 
 // SessionMode says how a spawn uses its fromSession file.
@@ -419,6 +425,82 @@ func (f *RepoHeadResultFrame) Schema(s *Schema) {
 	OptStruct(s, "error", &f.Error)
 }
 
+// CacheVerifyFrame (S→A) asks the agent to re-hash the bundles of its
+// bundle cache against their manifests, so that the server's doctor can
+// report a corrupt cache on a worker machine (AC-5.3).
+type CacheVerifyFrame struct {
+	Header
+	// Bundle names the one bundle to verify; "" verifies every bundle the
+	// cache holds.
+	Bundle string
+}
+
+// FrameType returns "cache_verify".
+func (*CacheVerifyFrame) FrameType() string { return TypeCacheVerify }
+
+// Schema lists cache_verify's fields.
+func (f *CacheVerifyFrame) Schema(s *Schema) {
+	s.String("bundle", &f.Bundle, Optional)
+}
+
+// CacheVerifyResultFrame (A→S) answers cache_verify with one entry per
+// bundle verified, in name order.
+type CacheVerifyResultFrame struct {
+	Header
+	Bundles []BundleCheck
+}
+
+// FrameType returns "cache_verify_result".
+func (*CacheVerifyResultFrame) FrameType() string { return TypeCacheVerifyResult }
+
+// Schema lists cache_verify_result's fields.
+func (f *CacheVerifyResultFrame) Schema(s *Schema) {
+	Structs(s, "bundles", &f.Bundles, Required)
+}
+
+// BundleCheck is the verdict on one cached bundle: the version its name
+// points at is intact (OK), or Error says why not.
+type BundleCheck struct {
+	Name string
+	// BundleHash is the version verified; "" when the pointer could not
+	// be read.
+	BundleHash string
+	OK         bool
+	// Error is set when not OK: not_cached (no such bundle in the cache),
+	// invalid_bundle (the bundle asked for is not a name), bad_pointer (its pointer file is damaged), corrupt (files differ
+	// from the manifest, or the version is gone), cache_failed (the cache
+	// could not be read).
+	Error *FsError
+	// Problems names the corrupt files (the agent sends at most 20;
+	// Error's message counts them all).
+	Problems []CacheProblem
+}
+
+// Schema lists a bundle check's fields.
+func (b *BundleCheck) Schema(s *Schema) {
+	s.String("name", &b.Name, Required)
+	s.String("bundleHash", &b.BundleHash, Optional)
+	s.Bool("ok", &b.OK, Required)
+	OptStruct(s, "error", &b.Error)
+	Structs(s, "problems", &b.Problems, Optional)
+}
+
+// CacheProblem is one file of a cached bundle that is not what its
+// manifest says.
+type CacheProblem struct {
+	// Path is the file's path in the bundle ("/"-separated).
+	Path string
+	// Reason says what is wrong: missing, not a regular file, not in the
+	// manifest, a size or content mismatch, a read error.
+	Reason string
+}
+
+// Schema lists a cache problem's fields.
+func (p *CacheProblem) Schema(s *Schema) {
+	s.String("path", &p.Path, Required)
+	s.String("reason", &p.Reason, Required)
+}
+
 // pifleetKinds are the frame types above. They are registered by init
 // rather than in frameKinds so that this file is the one place that adds
 // them; moving them into frameKinds changes nothing else.
@@ -439,6 +521,8 @@ var pifleetKinds = []frameKind{
 	kind[TaskEscalatedFrame](),
 	kind[RepoHeadFrame](),
 	kind[RepoHeadResultFrame](),
+	kind[CacheVerifyFrame](),
+	kind[CacheVerifyResultFrame](),
 }
 
 func init() {

@@ -32,6 +32,15 @@ func pifleetFrameSamples() []Frame {
 		&RepoHeadFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api"},
 		&RepoHeadResultFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api", Head: "0123456789abcdef0123456789abcdef01234567"},
 		&RepoHeadResultFrame{Header: Header{ID: "r-10"}, Cwd: "/tmp", Error: &FsError{Code: "not_a_repo", Message: "no HEAD"}},
+		&CacheVerifyFrame{Header: Header{ID: "r-12"}},
+		&CacheVerifyFrame{Header: Header{ID: "r-13"}, Bundle: "review"},
+		&CacheVerifyResultFrame{Header: Header{ID: "r-12"}, Bundles: []BundleCheck{
+			{Name: "default", BundleHash: "ab", OK: true},
+			{Name: "review", BundleHash: "cd", Error: &FsError{Code: "corrupt", Message: "2 file(s) damaged"},
+				Problems: []CacheProblem{{Path: "skills/a/SKILL.md", Reason: "content does not match its hash"}, {Path: "x.txt", Reason: "missing"}}},
+			{Name: "broken", Error: &FsError{Code: "bad_pointer", Message: "(pointer): must be an object"}},
+		}},
+		&CacheVerifyResultFrame{Header: Header{ID: "r-13"}, Bundles: []BundleCheck{}},
 		// Extensions of v1 frames.
 		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
 		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"example.com/pifleet/bundle"
@@ -37,8 +38,12 @@ func (c *DoctorCmd) Run(out *Output) error {
 			return err
 		}
 	} else {
+		width := 18 // names grow with the agents' ("bundle cache on gpu-box-1"): keep the details aligned
 		for _, ch := range rep.Checks {
-			fmt.Fprintf(out.Out, "%-4s %-18s %s\n", strings.ToUpper(string(ch.Result)), ch.Name, ch.Detail)
+			width = max(width, len(ch.Name))
+		}
+		for _, ch := range rep.Checks {
+			fmt.Fprintf(out.Out, "%-4s %-*s %s\n", strings.ToUpper(string(ch.Result)), width, ch.Name, ch.Detail)
 		}
 	}
 	failed := 0
@@ -83,9 +88,19 @@ type serverChecks struct {
 	tailscale *identity.Tailscale
 	registry  string
 	timeout   time.Duration
+	// caches verifies the connected agents' bundle caches (the fleet);
+	// nil leaves them unchecked.
+	caches cacheVerifier
 }
 
-// run returns tailscale, one line per agent, and the registry's integrity.
+// cacheVerifier is what doctor needs of the fleet to check the agents'
+// bundle caches.
+type cacheVerifier interface {
+	VerifyCaches(ctx context.Context, machine string) ([]fleet.CacheCheck, error)
+}
+
+// run returns tailscale, one line per agent, each connected agent's
+// bundle cache, and the registry's integrity.
 func (s serverChecks) run(ctx context.Context, st fleet.Status) []controlapi.Check {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -94,10 +109,98 @@ func (s serverChecks) run(ctx context.Context, st fleet.Status) []controlapi.Che
 		checks = append(checks, controlapi.Check{Name: "agents", Result: controlapi.CheckFail,
 			Detail: "no agent in the directory (serve --agent NAME=HOST:PORT, or --tailnet)"})
 	}
-	for _, a := range st.Agents {
+	caches := s.checkCaches(ctx, st.Agents)
+	for i, a := range st.Agents {
 		checks = append(checks, agentCheck(a))
+		if caches[i] != nil {
+			checks = append(checks, *caches[i])
+		}
 	}
 	return append(checks, registryCheck(s.registry))
+}
+
+// checkCaches verifies the bundle cache of every connected agent, all at
+// once (each agent hashes on its own machine), and returns the line of
+// agents[i] at i; nil for an agent not connected, which its agent line
+// already reports.
+func (s serverChecks) checkCaches(ctx context.Context, agents []fleet.AgentStatus) []*controlapi.Check {
+	out := make([]*controlapi.Check, len(agents))
+	if s.caches == nil {
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, a := range agents {
+		if a.State != transport.StateEstablished {
+			continue
+		}
+		wg.Go(func() {
+			c := cacheCheck(a.Name, func() ([]fleet.CacheCheck, error) { return s.caches.VerifyCaches(ctx, a.Name) })
+			out[i] = &c
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// cacheCheck turns an agent's cache verification into its doctor line:
+// pass when every bundle is intact, fail naming each damaged bundle and
+// its files, skip for an agent that cannot verify its cache.
+func cacheCheck(agent string, verify func() ([]fleet.CacheCheck, error)) controlapi.Check {
+	c := controlapi.Check{Name: "bundle cache on " + agent}
+	bundles, err := verify()
+	switch {
+	case errors.Is(err, fleet.ErrNotSupported):
+		c.Result, c.Detail = controlapi.CheckSkip, "the agent cannot verify its cache (not a pifleet agent, or an older one); run its own doctor on that machine"
+		return c
+	case errors.Is(err, fleet.ErrNotConnected):
+		c.Result, c.Detail = controlapi.CheckSkip, "the agent disconnected before its cache was checked"
+		return c
+	case err != nil:
+		c.Result, c.Detail = controlapi.CheckFail, "cannot verify: "+err.Error()
+		return c
+	}
+	var bad []string
+	intact := 0
+	for _, b := range bundles {
+		switch {
+		case b.OK:
+			intact++
+		case b.Code == "not_cached":
+			// Removed from the cache while it was verified: nothing
+			// left to be damaged.
+		default:
+			bad = append(bad, damage(b))
+		}
+	}
+	if len(bad) > 0 {
+		c.Result = controlapi.CheckFail
+		c.Detail = fmt.Sprintf("%d of %d bundle(s) corrupt: %s", len(bad), len(bad)+intact, strings.Join(bad, "; "))
+		return c
+	}
+	c.Result = controlapi.CheckPass
+	if intact == 0 {
+		c.Detail = "no bundle cached yet"
+	} else {
+		c.Detail = fmt.Sprintf("%d bundle(s) intact", intact)
+	}
+	return c
+}
+
+// damage describes a damaged cached bundle: its damaged files when the
+// agent named them, else what the agent said.
+func damage(b fleet.CacheCheck) string {
+	name := b.Bundle
+	if b.BundleHash != "" {
+		name += " (" + b.BundleHash[:min(12, len(b.BundleHash))] + ")"
+	}
+	if len(b.Problems) == 0 {
+		return fmt.Sprintf("%s: %s: %s", name, b.Code, b.Message)
+	}
+	files := make([]string, len(b.Problems))
+	for i, p := range b.Problems {
+		files[i] = p.Path + ": " + p.Reason
+	}
+	return name + ": " + strings.Join(files, ", ")
 }
 
 func (s serverChecks) checkTailscale(ctx context.Context) controlapi.Check {

@@ -161,7 +161,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 	}()
 
 	backend := &fleetBackend{f: f, watchBuffer: 1024,
-		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second}.run}
+		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second, caches: f}.run}
 	srvOpts = append(srvOpts, controlapi.WithLogger(log))
 	log.Info().Str("api", apiAddr.String()).Str("registry", regURL).Str("stateDir", c.StateDir).
 		Int("agents", len(c.Agent)).Msg("pifleet-server serving")

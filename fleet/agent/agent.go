@@ -354,7 +354,7 @@ func (a *Agent) hello() *transport.HelloFrame {
 // exec_disabled.
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
-		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt"}
+		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

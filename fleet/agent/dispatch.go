@@ -91,6 +91,8 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 		async(func() transport.Frame { return a.sessionEntries(f) })
 	case *transport.RepoHeadFrame:
 		async(func() transport.Frame { return a.repoHead(ctx, f) })
+	case *transport.CacheVerifyFrame:
+		async(func() transport.Frame { return a.cacheVerify(ctx, f) })
 	case *transport.EventsSinceFrame:
 		a.eventsSince(ctx, p, f)
 	case *transport.FsReadFrame, *transport.FsListFrame, *transport.FsGrepFrame, *transport.FsDiffFrame:
