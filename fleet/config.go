@@ -31,6 +31,8 @@ const (
 	// DefaultTailBuffer is how many recent events each instance keeps for
 	// Output.
 	DefaultTailBuffer = 300
+	// DefaultMirrorDelay is Config.MirrorDelay's default.
+	DefaultMirrorDelay = time.Second
 )
 
 // Agent is one entry of the directory of agents: a name (the one Spawn
@@ -117,6 +119,11 @@ type Config struct {
 	// TailBuffer is how many recent events each instance keeps (default
 	// 300).
 	TailBuffer int
+	// MirrorDelay is how long after a worker settles the new entries of
+	// its session are mirrored (default 1 s): the settles of a busy
+	// worker within it share one catch-up, off the prompt's path. A
+	// reconnect or a stop catches up at once.
+	MirrorDelay time.Duration
 	// OnTaskDone is told of every task_done exactly once (see Fleet's
 	// documentation), on one goroutine, in receipt order. It should be
 	// idempotent on TaskReport.Key: a crash between its return and the
@@ -190,6 +197,7 @@ func defaultConfig() Config {
 		SpawnTimeout:    DefaultSpawnTimeout,
 		Dialer:          DefaultDialerConfig(),
 		TailBuffer:      DefaultTailBuffer,
+		MirrorDelay:     DefaultMirrorDelay,
 		Now:             time.Now,
 	}
 }

@@ -73,6 +73,9 @@ type Fleet struct {
 
 	mirrorMu sync.Mutex
 	mirrors  map[string]*session.Mirror // by machine and session path
+	// catching marks the instances whose catch-up runs (under mu); true
+	// asks it to run once more.
+	catching map[string]bool
 
 	notifyMu   sync.Mutex
 	notifyCond *sync.Cond
@@ -127,6 +130,7 @@ func New(opts ...Option) (*Fleet, error) {
 		sessions:  map[string]*session.Projection{},
 		heads:     map[string]string{},
 		mirrors:   map[string]*session.Mirror{},
+		catching:  map[string]bool{},
 		rand:      cfg.Rand,
 		agents:    map[string]*agentState{},
 		instances: map[string]*instance{},
@@ -379,6 +383,11 @@ func (f *Fleet) Close() error {
 		f.notifyMu.Unlock()
 		f.wg.Wait()
 		f.closeMirrors()
+		f.mu.Lock()
+		for name := range f.sessions { // incremental reports are kept in memory only
+			f.persistProjectionLocked(name)
+		}
+		f.mu.Unlock()
 		f.closeErr = f.store.Close()
 	})
 	return f.closeErr

@@ -156,7 +156,7 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 	if ev.Type == pirpc.EventAgentSettled {
 		after = append(after, f.onSettledLocked(inst))
 		agent, id := a.name, inst.id
-		after = append(after, func() { f.scheduleCatchUp(agent, id) })
+		after = append(after, func() { f.scheduleCatchUp(agent, f.cfg.MirrorDelay, id) })
 	}
 	return after
 }
@@ -301,11 +301,14 @@ func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) []func() {
 	if st, _ := p.State(a.name); r.Full && st != session.StateSynced {
 		return nil // more pages to come
 	}
-	f.persistProjectionLocked(a.name)
 	f.publishLocked(Change{Kind: ChangeSessions, Agent: a.name})
 	if !r.Full {
+		// Not persisted: what the agent reports is reported again in full
+		// on the next connection; the server's own fields are persisted
+		// when they change.
 		return nil
 	}
+	f.persistProjectionLocked(a.name)
 	name := a.name
 	return []func(){f.catchUpAgentLocked(name), func() { f.refreshBaselinesAsync(name) }}
 }

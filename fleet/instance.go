@@ -551,7 +551,7 @@ func (f *Fleet) stopAnswer(inst *instance) func(transport.Frame) {
 				inst.rec.SessionPath = ans.SessionPath
 			}
 			// The worker's last entries, written as it stopped.
-			f.scheduleCatchUpLocked(inst.agent, inst.id)
+			f.scheduleCatchUpLocked(inst.agent, 0, inst.id)
 			if ans.Forced {
 				f.fireLocked(inst, EventStoppedForced, func(r *serverstore.Instance) { r.EndReason = "forced" })
 			} else {

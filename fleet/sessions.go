@@ -507,27 +507,69 @@ func (f *Fleet) closeMirrors() {
 	}
 }
 
-// scheduleCatchUp mirrors, in the background, the entries the sessions
-// of the instances ids gained since their last catch-up.
-func (f *Fleet) scheduleCatchUp(agent string, ids ...string) {
+// scheduleCatchUp mirrors, in the background and after delay, the
+// entries the sessions of the instances ids gained since their last
+// catch-up.
+func (f *Fleet) scheduleCatchUp(agent string, delay time.Duration, ids ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.scheduleCatchUpLocked(agent, ids...)
+	f.scheduleCatchUpLocked(agent, delay, ids...)
 }
 
-func (f *Fleet) scheduleCatchUpLocked(agent string, ids ...string) {
-	if f.state != lifeStarted || len(ids) == 0 {
+// scheduleCatchUpLocked starts a catch-up of each instance that has none
+// pending; one pending already is asked to run once more after it is done
+// (a settle during a catch-up may have written after its read). Settles
+// that come faster than catch-ups so cost one more catch-up, not one each.
+func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...string) {
+	if f.state != lifeStarted {
 		return
 	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		for _, id := range ids {
-			if err := f.CatchUp(f.ctx, id); err != nil {
-				f.log.Debug().Err(err).Str("agent", agent).Str("instance", id).Msg("session catch-up")
-			}
+	for _, id := range ids {
+		if _, pending := f.catching[id]; pending {
+			f.catching[id] = true
+			continue
 		}
-	}()
+		f.catching[id] = false
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for {
+				if !f.pause(delay) {
+					break
+				}
+				f.mu.Lock()
+				f.catching[id] = false // a settle from now on asks for another run
+				f.mu.Unlock()
+				if err := f.CatchUp(f.ctx, id); err != nil {
+					f.log.Debug().Err(err).Str("agent", agent).Str("instance", id).Msg("session catch-up")
+				}
+				f.mu.Lock()
+				again := f.catching[id] && f.state == lifeStarted
+				f.mu.Unlock()
+				if !again {
+					break
+				}
+			}
+			f.mu.Lock()
+			delete(f.catching, id)
+			f.mu.Unlock()
+		}()
+	}
+}
+
+// pause waits d (none when d <= 0); false when the fleet closed meanwhile.
+func (f *Fleet) pause(d time.Duration) bool {
+	if d <= 0 {
+		return f.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
 }
 
 // catchUpAgentLocked schedules a catch-up of every session of agent's
@@ -541,7 +583,7 @@ func (f *Fleet) catchUpAgentLocked(agent string) func() {
 		}
 	}
 	slices.Sort(ids)
-	return func() { f.scheduleCatchUp(agent, ids...) }
+	return func() { f.scheduleCatchUp(agent, 0, ids...) }
 }
 
 // CatchUp fetches the entries the instance's session file gained after
@@ -576,6 +618,12 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 		return err
 	}
 	n, err := f.fetchEntries(ctx, c, inst.agent, instanceID, path)
+	if err == nil && ended {
+		// Nothing more will come: make the mirror durable.
+		if m, merr := f.mirror(inst.agent, path); merr == nil {
+			err = m.Sync()
+		}
+	}
 	if cerr := p.CaughtUp(inst.agent, path, f.lastMirrored(inst.agent, path)); cerr != nil && err == nil {
 		err = cerr
 	}
@@ -586,7 +634,8 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 		f.persistInstanceLocked(inst)
 	}
 	if n > 0 {
-		f.persistProjectionLocked(inst.agent)
+		// The projection's LastEntryID is not persisted here: the mirror
+		// is the catch-up's cursor and outlives a restart by itself.
 		f.publishLocked(Change{Kind: ChangeSessionEntries, Agent: inst.agent, InstanceID: instanceID,
 			Message: fmt.Sprintf("%d entries mirrored", n)})
 	}

@@ -20,9 +20,11 @@ import (
 //
 // The mirror's own file is its cursor: LastEntryID is the id of its last
 // complete line, so there is no second record that a crash could leave
-// out of step. A torn last line (the server died while appending) is cut
-// off when the mirror is opened; an Append is written and synced whole or
-// not at all. A Mirror is safe for concurrent use.
+// out of step. Appends are not synced one by one (a catch-up runs after
+// every settle): a crash may lose the latest ones, and the next catch-up
+// fetches them again from where the file ends; a torn last line (the
+// server died while appending) is cut off when the mirror is opened. Sync
+// makes the appends so far durable. A Mirror is safe for concurrent use.
 type Mirror struct {
 	mu   sync.Mutex
 	path string
@@ -116,8 +118,8 @@ func (m *Mirror) Len() int {
 // Append adds entries, each a JSON object with a type and an id, in order.
 // It checks them all before writing any: an invalid entry is an error
 // wrapping ErrMalformedLine, an id already mirrored (or given twice) one
-// wrapping ErrMirrorConflict, and nothing is written. The lines are synced
-// to disk before Append returns.
+// wrapping ErrMirrorConflict, and nothing is written. The lines are
+// written in one call, and not synced (see Sync).
 func (m *Mirror) Append(entries []json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -159,9 +161,6 @@ func (m *Mirror) Append(entries []json.RawMessage) error {
 	if _, err := m.fh.WriteAt(buf.Bytes(), m.size); err != nil {
 		return m.undo(err)
 	}
-	if err := m.fh.Sync(); err != nil {
-		return m.undo(err)
-	}
 	m.size += int64(buf.Len())
 	for _, id := range ids {
 		m.ids[id] = struct{}{}
@@ -176,6 +175,19 @@ func (m *Mirror) undo(err error) error {
 		err = errors.Join(err, terr)
 	}
 	return fmt.Errorf("session: mirror %s: %w", m.path, err)
+}
+
+// Sync makes every append so far durable.
+func (m *Mirror) Sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fh == nil {
+		return fmt.Errorf("session: mirror %s is closed", m.path)
+	}
+	if err := m.fh.Sync(); err != nil {
+		return fmt.Errorf("session: mirror %s: %w", m.path, err)
+	}
+	return nil
 }
 
 // Reset empties the mirror (the source file was replaced: its entries are
@@ -197,14 +209,14 @@ func (m *Mirror) Reset() error {
 	return nil
 }
 
-// Close closes the mirror's file.
+// Close syncs and closes the mirror's file.
 func (m *Mirror) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fh == nil {
 		return nil
 	}
-	err := m.fh.Close()
+	err := errors.Join(m.fh.Sync(), m.fh.Close())
 	m.fh = nil
 	return err
 }

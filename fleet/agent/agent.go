@@ -39,6 +39,11 @@ type Agent struct {
 	// or stopped: its session file changed).
 	rescan chan struct{}
 
+	// cursors remember where the last session_entries answer of each file
+	// ended (sessionEntries).
+	cursorMu sync.Mutex
+	cursors  map[string]session.Cursor
+
 	ready chan struct{} // closed once the first listener is bound
 	addr  atomic.Pointer[net.TCPAddr]
 

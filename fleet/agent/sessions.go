@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -186,36 +187,90 @@ func (a *Agent) sessionEntries(f *transport.SessionEntriesFrame) transport.Frame
 	if f.Limit != nil && *f.Limit > 0 {
 		limit = int(*f.Limit)
 	}
-	entries, _, err := session.Cursor{Path: path, EntryID: f.After}.Next(limit)
-	if err != nil && len(entries) == 0 {
-		switch {
-		case errors.Is(err, session.ErrUnknownEntry):
-			return fail(path, "unknown_entry", err.Error())
-		default:
-			return fail(path, "not_found", err.Error())
-		}
+	// Resume where the last answer for this file ended when it ended at
+	// f.After: a catch-up after every settle must not rescan the file for
+	// the id (Cursor.Next checks that the entry is still there).
+	cur := session.Cursor{Path: path, EntryID: f.After}
+	if c, ok := a.entryCursor(path); ok && f.After != "" && c.EntryID == f.After {
+		cur = c
 	}
 	var buf bytes.Buffer
 	buf.WriteByte('[')
-	last, more := f.After, false
-	for i, e := range entries {
-		if buf.Len()+len(e.Raw)+2 > entriesPageBytes {
-			more = true
-			break
+	last, lastCur, more, n := f.After, cur, false, 0
+read:
+	for {
+		want := entriesChunk
+		if limit > 0 {
+			if want = min(want, limit-n); want == 0 {
+				more = true // maybe: the client asks again and gets none
+				break
+			}
 		}
-		if i > 0 {
-			buf.WriteByte(',')
+		entries, pos, err := cur.Next(want)
+		if err != nil && n == 0 && len(entries) == 0 {
+			switch {
+			case errors.Is(err, session.ErrUnknownEntry):
+				return fail(path, "unknown_entry", err.Error())
+			default:
+				return fail(path, "not_found", err.Error())
+			}
 		}
-		buf.Write(e.Raw)
-		last = e.ID
+		for _, e := range entries {
+			if buf.Len()+len(e.Raw)+2 > entriesPageBytes {
+				if n == 0 {
+					return fail(path, "entry_too_large", fmt.Sprintf("entry %s is %d bytes: more than one frame holds", e.ID, len(e.Raw)))
+				}
+				more = true
+				break read
+			}
+			if n > 0 {
+				buf.WriteByte(',')
+			}
+			buf.Write(e.Raw)
+			n++
+			last = e.ID
+			lastCur = session.Cursor{Path: path, SessionID: pos.SessionID, EntryID: e.ID, Line: e.Line, Offset: e.Offset, End: e.End}
+		}
+		if err != nil || len(entries) < want {
+			break // the end of the complete lines (or a corrupt one: sent up to it)
+		}
+		cur = pos
 	}
 	buf.WriteByte(']')
-	if !more && limit > 0 && len(entries) == limit {
-		more = true // maybe: the client asks again and gets none
+	if n > 0 {
+		a.rememberEntryCursor(lastCur)
 	}
 	out := &transport.SessionEntriesResultFrame{Path: path, After: f.After, Entries: buf.Bytes(), LastEntryID: last, More: more}
 	out.ID = f.ID
 	return out
+}
+
+// entriesChunk is how many entries session_entries reads at a time.
+const entriesChunk = 64
+
+// maxEntryCursors bounds the cursors kept for session_entries.
+const maxEntryCursors = 256
+
+func (a *Agent) entryCursor(path string) (session.Cursor, bool) {
+	a.cursorMu.Lock()
+	defer a.cursorMu.Unlock()
+	c, ok := a.cursors[path]
+	return c, ok
+}
+
+func (a *Agent) rememberEntryCursor(c session.Cursor) {
+	a.cursorMu.Lock()
+	defer a.cursorMu.Unlock()
+	if a.cursors == nil {
+		a.cursors = map[string]session.Cursor{}
+	}
+	if _, ok := a.cursors[c.Path]; !ok && len(a.cursors) >= maxEntryCursors {
+		for p := range a.cursors { // any one: a forgotten cursor only costs a rescan
+			delete(a.cursors, p)
+			break
+		}
+	}
+	a.cursors[c.Path] = c
 }
 
 func (a *Agent) underSessionsRoot(path string) bool {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -136,5 +137,82 @@ func TestRepoHead(t *testing.T) {
 	}
 	if r := ask("missing", filepath.Join(repo, "nope")); r.Error == nil || r.Error.Code != "not_found" {
 		t.Fatalf("missing directory: %+v", r)
+	}
+}
+
+// session_entries pages a big file: every entry once, in order, however
+// the answers are cut, each answer resuming where the last one ended; an
+// entry no frame can hold is named; a replaced file is unknown_entry.
+func TestSessionEntriesPagesAFileExactly(t *testing.T) {
+	h := newHarness(t, hopts{})
+	c := h.dial(t)
+	c.hello()
+	dir := filepath.Join(h.cfg.SessionsRoot, "--w--")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "big.jsonl")
+	var file strings.Builder
+	file.WriteString(`{"type":"session","version":3,"id":"s-big","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}` + "\n")
+	var want []string
+	pad := strings.Repeat("x", 10_000)
+	for i := range 300 {
+		line := fmt.Sprintf(`{"type":"custom","id":"e%07d","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","customType":"t","data":%q}`, i, pad)
+		want = append(want, line)
+		file.WriteString(line + "\n")
+	}
+	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(id, after string) *transport.SessionEntriesResultFrame {
+		q := &transport.SessionEntriesFrame{Path: path, After: after}
+		q.ID = id
+		c.send(q)
+		return c.reply(id).(*transport.SessionEntriesResultFrame)
+	}
+	var got []string
+	after := ""
+	for page := 0; ; page++ {
+		r := ask(fmt.Sprintf("p%d", page), after)
+		if r.Error != nil {
+			t.Fatalf("page %d: %+v", page, r.Error)
+		}
+		var raws []json.RawMessage
+		if err := json.Unmarshal(r.Entries, &raws); err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range raws {
+			got = append(got, string(raw))
+		}
+		after = r.LastEntryID
+		if !r.More {
+			break
+		}
+		if page > 10 {
+			t.Fatal("paging never ends")
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%d entries paged, want the file's %d in order", len(got), len(want))
+	}
+	// Nothing new: an empty answer at the end.
+	if r := ask("end", after); r.Error != nil || string(r.Entries) != "[]" || r.More {
+		t.Fatalf("after the last entry: %+v", r)
+	}
+	huge := fmt.Sprintf(`{"type":"custom","id":"huge","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z","customType":"t","data":%q}`, strings.Repeat("y", 1<<20))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(huge + "\n")
+	f.Close()
+	if r := ask("huge", after); r.Error == nil || r.Error.Code != "entry_too_large" || !strings.Contains(r.Error.Message, "huge") {
+		t.Fatalf("an entry larger than a frame: %+v", r.Error)
+	}
+	if err := os.WriteFile(path, []byte(`{"type":"session","version":3,"id":"s-new","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := ask("replaced", after); r.Error == nil || r.Error.Code != "unknown_entry" {
+		t.Fatalf("a replaced file: %+v", r.Error)
 	}
 }
