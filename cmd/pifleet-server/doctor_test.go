@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rs/zerolog"
 
 	"example.com/pifleet/bundle/cache"
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
-	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
@@ -61,28 +59,8 @@ func TestDoctorBundleCache(t *testing.T) {
 
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + addr, "gone=" + closedPort(t)}, WhoisStatic: []string{"127.0.0.1=box"}}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
-	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
-	var s served
-	select {
-	case s = <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	c, err := controlapi.NewClient(s.API)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	if status, out, errOut := runCLI(t, "trust", "set", "box", "allow", api); status != 0 {
 		t.Fatalf("trust set: %d %s %s", status, out, errOut)
 	}

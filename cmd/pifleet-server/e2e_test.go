@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
@@ -73,27 +71,8 @@ func TestEndToEnd(t *testing.T) {
 		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
 	defer cancel()
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
-	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
-	var s served
-	select {
-	case s = <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	c, err := controlapi.NewClient(s.API)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	run := func(args ...string) string {
 		t.Helper()
 		status, out, errOut := runCLI(t, append(args, api)...)

@@ -113,31 +113,11 @@ func TestServe(t *testing.T) {
 		Agent:       []string{"box=" + startAgent(t), "gone=" + closedPort(t)},
 		WhoisStatic: []string{"127.0.0.1=box"},
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
-	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
-	var s served
-	select {
-	case s = <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	s, c := startServe(t, cmd)
 	if want := controlapi.DefaultAddr(cmd.StateDir); s.API != want {
 		t.Errorf("API at %s, want the default %s", s.API, want)
 	}
 	api := "--api=" + s.API.String()
-	c, err := controlapi.NewClient(s.API)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 
 	// No trust decision for box and no terminal: the gate refuses it.
 	awaitAgentState(t, c, "box", "rejected")
@@ -217,4 +197,37 @@ func hasCheck(out, result, name, detail string) bool {
 		}
 	}
 	return false
+}
+
+// startServe runs cmd.serve until the test ends and returns what it
+// serves and a client of its control API. The server stops (and must
+// stop cleanly) before the cleanups registered earlier run: the agents
+// it talks to outlive it.
+func startServe(t *testing.T, cmd *ServeCmd) (served, *controlapi.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan served, 1)
+	done := make(chan error, 1)
+	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
+	var s served
+	select {
+	case s = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
+	c, err := controlapi.NewClient(s.API)
+	if err != nil {
+		cancel()
+		<-done
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s, c
 }

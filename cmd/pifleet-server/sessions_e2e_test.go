@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rs/zerolog"
 
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/controlapi"
@@ -69,29 +66,8 @@ func TestSessionsEndToEnd(t *testing.T) {
 
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + startWorkerAgent(t, reg), "gone=" + closedPort(t)}, WhoisStatic: []string{"127.0.0.1=box"}}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
-	defer cancel()
-	ready := make(chan served, 1)
-	done := make(chan error, 1)
-	go func() { done <- cmd.serve(ctx, zerolog.Nop(), func(s served) { ready <- s }) }()
-	var s served
-	select {
-	case s = <-ready:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	c, err := controlapi.NewClient(s.API)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	run := func(args ...string) string {
 		t.Helper()
 		status, out, errOut := runCLI(t, append(args, api)...)
