@@ -169,13 +169,19 @@ func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 		return nil, errNotAnObject()
 	}
 	var end int
-	s.members, end = s.sc.appendMembers(s.members[:0], rec, i)
+	var keys keySet
+	s.members, end, keys = s.sc.appendMembers(s.members[:0], rec, i)
 	if end < 0 || skipSpace(rec, end) != len(rec) {
 		return nil, errInvalidJSON()
 	}
-	s.data, s.lo, s.hi = rec, 0, len(s.members)
+	s.data = rec
+	s.setObject(0, len(s.members), keys)
 	s.path, s.err, s.frameType = s.path[:0], nil, ""
 
+	// "v" is looked up before "type" because encoders write it first, so
+	// that both lookups find their member at the cursor; the checks still
+	// run in the order of reference 1.3.
+	v, hasV := s.lookup("v")
 	typ, ok := s.lookup("type")
 	if !ok || typ[0] != '"' {
 		return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "frame has no string type"}
@@ -184,15 +190,19 @@ func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 	if hasBackslash(name) {
 		name = appendUnquoted(nil, name)
 	}
-	k, ok := registry[string(name)]
-	if !ok {
-		t := unquote(typ, hasBackslash(typ))
-		return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "unknown frame type " + strconv.Quote(t), FrameType: t}
+	// A connection's frames come in runs of one type (a worker's
+	// events), so the previous frame's kind spares most registry lookups.
+	k := s.lastKind
+	if k.new == nil || string(name) != k.name {
+		if k, ok = registry[string(name)]; !ok {
+			t := unquote(typ, hasBackslash(typ))
+			return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "unknown frame type " + strconv.Quote(t), FrameType: t}
+		}
+		s.lastKind = k
 	}
 	s.frameType = k.name
 
-	v, ok := s.lookup("v")
-	if !ok {
+	if !hasV {
 		return nil, errVersion("missing", k.name)
 	}
 	if n, why := decodeNumber(v); why != "" || n != ProtocolVersion {

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"example.com/pifleet/internal/jsjson"
 )
 
 // This file is a small validating JSON scanner over raw record bytes. It
@@ -20,33 +18,87 @@ import (
 //
 // The scanner is iterative (an explicit stack of open containers), so a
 // hostile record nested a million levels deep costs at most one byte of
-// stack per level and never the goroutine stack.
+// heap per level and never the goroutine stack.
 
 // isSpace reports JSON whitespace: space, tab, LF and CR. Nothing else
 // (no NBSP, no BOM) is whitespace to JSON.parse either.
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
+// skipSpace returns the index of the first non-whitespace byte at or after
+// b[i]. Compact JSON has no whitespace, so one comparison usually settles
+// it: every whitespace byte is <= ' '.
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace[b[i]] {
+	for i < len(b) && b[i] <= ' ' && isSpace[b[i]] {
 		i++
 	}
 	return i
 }
 
+// plainEnd skips plain string content (anything but a quote, a backslash
+// or a control byte) eight bytes at a time from b[i]. It returns the index
+// of the first byte that is not plain, or the index where fewer than eight
+// bytes remain, whichever comes first: the caller looks at that byte. It
+// is small so that it inlines into the scanning loops.
+func plainEnd(b []byte, i int) int {
+	// Written so that the compiler proves the loads in bounds.
+	for last := len(b) - 8; i <= last && i >= 0; i += 8 {
+		if m := stringStops(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
+}
+
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// stringStops flags, in the high bit of each byte, the bytes of the
+// little-endian word x that end plain string content: a quote, a
+// backslash or a control byte. It is jsjson.SpecialBytes in fewer
+// operations. q = x^0x02 maps the quote (0x22) to 0x20 and the control
+// bytes onto themselves, so "q < 0x21" finds both; s = x^'\\' is zero at a
+// backslash. A byte below 0x80 whose subtraction borrows is one of those;
+// a byte of 0x80 or more is masked out by the high bits of q|s. As in
+// every such word trick a borrow can flag a byte above a true match,
+// never below one, so the lowest flagged byte is exact.
+func stringStops(x uint64) uint64 {
+	q := x ^ (swarOnes * 0x02)
+	s := x ^ (swarOnes * '\\')
+	return ((q - swarOnes*0x21) | (s - swarOnes)) &^ (q | s) & swarHigh
+}
+
+// plainASCII reports whether the body of a valid JSON string is ASCII
+// without escapes, so that its bytes are its value. (A valid body holds
+// no quote or control byte but inside escapes.)
+func plainASCII(s []byte) bool {
+	i := 0
+	for last := len(s) - 8; i <= last; i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		bs := x ^ (swarOnes * '\\')
+		if ((bs-swarOnes)&^bs|x)&swarHigh != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] == '\\' || s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // skipString validates the string starting at b[i] == '"' and returns the
 // index after its closing quote, or -1. esc reports whether the string
-// contains a backslash escape.
+// contains a backslash escape. Bytes of 0x80 and above are not checked:
+// invalid UTF-8 is accepted here (and replaced when the string is
+// decoded), as by JSON.parse after the stream's UTF-8 decoding and by
+// encoding/json.
 func skipString(b []byte, i int) (end int, esc bool) {
 	i++
 	for {
-		// Jump 8 bytes at a time to the next special byte.
-		for i+8 <= len(b) {
-			if m := jsjson.SpecialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
-		}
+		i = plainEnd(b, i)
 		if i >= len(b) {
 			return -1, esc
 		}
@@ -55,26 +107,33 @@ func skipString(b []byte, i int) (end int, esc bool) {
 			return i + 1, esc
 		case c == '\\':
 			esc = true
-			if i+1 >= len(b) {
-				return -1, esc
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
-					return -1, esc
-				}
-				i += 6
-			default:
+			if i = skipEscape(b, i); i < 0 {
 				return -1, esc
 			}
 		case c < 0x20:
 			return -1, esc
 		default:
-			i++ // only near the end of the record, where no word fits
+			i++ // a plain byte in the last seven of the record
 		}
 	}
+}
+
+// skipEscape validates the escape sequence at b[i] == '\\' and returns the
+// index after it, or -1.
+func skipEscape(b []byte, i int) int {
+	if i+1 >= len(b) {
+		return -1
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2
+	case 'u':
+		if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+			return -1
+		}
+		return i + 6
+	}
+	return -1
 }
 
 func isHex4(b []byte) bool {
@@ -138,11 +197,29 @@ func skipNumber(b []byte, i int) int {
 	return i
 }
 
+// skipDigits returns the index of the first byte at or after b[i] that is
+// not an ASCII digit, looking at eight bytes at a time (timestamps have
+// thirteen digits).
 func skipDigits(b []byte, i int) int {
+	for last := len(b) - 8; i <= last && i >= 0; i += 8 {
+		if m := nonDigits(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
 	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
 		i++
 	}
 	return i
+}
+
+// nonDigits flags, in the high nibble of each byte, the bytes of the
+// little-endian word x that are not ASCII digits: a digit is 0x3? and stays
+// 0x3? when 6 is added. A carry out of a byte (from 0xFA and above, not a
+// digit) can only flag bytes above it, so the lowest flagged byte is
+// exact.
+func nonDigits(x uint64) uint64 {
+	const high = swarOnes * 0xF0
+	return (x&high ^ swarOnes*0x30) | ((x+swarOnes*0x06)&high ^ swarOnes*0x30)
 }
 
 func skipLiteral(b []byte, i int, lit string) int {
@@ -152,133 +229,196 @@ func skipLiteral(b []byte, i int, lit string) int {
 	return i + len(lit)
 }
 
-// scanner holds the reusable stack of open containers.
+// scanner holds the reusable memory of the scan: the part of the stack of
+// open containers that does not fit in a register.
 type scanner struct {
-	stack []byte
+	// deep holds the kinds of the open containers beyond the innermost
+	// 64, which skipContainer keeps in a register (see containers).
+	deep []bool
 }
 
 // skipValue validates the JSON value starting at b[i] (leading whitespace
 // allowed) and returns the index just after it, or -1 when the bytes are
 // not one valid JSON value.
 func (sc *scanner) skipValue(b []byte, i int) int {
-	// Scalars, the common case, need no stack.
-	i = skipSpace(b, i)
-	if i < len(b) {
-		switch b[i] {
-		case '"':
-			end, _ := skipString(b, i)
-			return end
-		case 't':
-			return skipLiteral(b, i, "true")
-		case 'f':
-			return skipLiteral(b, i, "false")
-		case 'n':
-			return skipLiteral(b, i, "null")
-		case '{', '[':
-		default:
-			return skipNumber(b, i)
-		}
+	if i = skipSpace(b, i); i >= len(b) {
+		return -1
 	}
-	end, stack := skipContainer(b, i, sc.stack[:0])
-	sc.stack = stack[:0]
-	return end
+	return sc.valueEnd(b, i)
 }
 
-// skipContainer is skipValue for objects and arrays; stack holds the open
-// containers and is returned for reuse.
-func skipContainer(b []byte, i int, stack []byte) (int, []byte) {
-	for {
-		// A value is expected at i.
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return -1, stack
+// containers is the stack of open containers: bit k of objs says whether
+// the container k levels out from the innermost one is an object (1) or
+// an array (0). Levels beyond 64 spill to scanner.deep, so the common case
+// costs a shift and no memory.
+type containers struct {
+	objs  uint64
+	depth int
+}
+
+func (c *containers) push(sc *scanner, obj bool) {
+	if c.depth >= 64 {
+		sc.deep = append(sc.deep, c.objs>>63 != 0)
+	}
+	c.objs <<= 1
+	if obj {
+		c.objs |= 1
+	}
+	c.depth++
+}
+
+func (c *containers) pop(sc *scanner) {
+	c.objs >>= 1
+	c.depth--
+	if c.depth >= 64 {
+		last := len(sc.deep) - 1
+		if sc.deep[last] {
+			c.objs |= 1 << 63
 		}
-		switch c := b[i]; c {
-		case '"':
-			if i, _ = skipString(b, i); i < 0 {
-				return -1, stack
-			}
-		case '{':
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == '}' {
-				i++
-				break
-			}
-			if i = skipKey(b, i); i < 0 {
-				return -1, stack
-			}
-			stack = append(stack, '{')
-			continue
-		case '[':
-			i = skipSpace(b, i+1)
-			if i < len(b) && b[i] == ']' {
-				i++
-				break
-			}
-			stack = append(stack, '[')
-			continue
-		case 't':
-			i = skipLiteral(b, i, "true")
-		case 'f':
-			i = skipLiteral(b, i, "false")
-		case 'n':
-			i = skipLiteral(b, i, "null")
-		default:
-			i = skipNumber(b, i)
-		}
-		if i < 0 {
-			return -1, stack
-		}
-		// A value ended at i: close containers or move to the next element.
-	closing:
-		for {
-			if len(stack) == 0 {
-				return i, stack
-			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return -1, stack
-			}
-			top := stack[len(stack)-1]
-			switch b[i] {
-			case ',':
-				i++
-				if top == '{' {
-					if i = skipKey(b, skipSpace(b, i)); i < 0 {
-						return -1, stack
-					}
-				}
-				break closing
-			case '}':
-				if top != '{' {
-					return -1, stack
-				}
-			case ']':
-				if top != '[' {
-					return -1, stack
-				}
-			default:
-				return -1, stack
-			}
-			stack = stack[:len(stack)-1]
+		sc.deep = sc.deep[:last]
+	}
+}
+
+// skipContainer is skipValue for objects and arrays.
+//
+// Skipping a nested value (event.event, rpc.command) is most of a frame's
+// decoding time, so this is one flat loop with no calls on its common
+// paths: the string scan and escape check are written out inline, each
+// state tests for the byte compact JSON has there before considering
+// whitespace, the stack of open containers lives in a register, and the
+// gotos are the transitions of the grammar's states (value expected, key
+// expected, value ended).
+func (sc *scanner) skipContainer(b []byte, i int) int {
+	var (
+		open  containers
+		isKey bool // the string being scanned is an object key
+		c     byte
+	)
+	sc.deep = sc.deep[:0] // left over when the last value was invalid
+value: // A value is expected at b[i].
+	if i >= len(b) {
+		return -1
+	}
+	c = b[i]
+	if c == '"' {
+		isKey = false
+		goto str
+	}
+	switch c {
+	case '{':
+		if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
 			i++
+			goto ended
 		}
+		open.push(sc, true)
+		goto key
+	case '[':
+		if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
+			i++
+			goto ended
+		}
+		open.push(sc, false)
+		goto value
+	case 't':
+		i = skipLiteral(b, i, "true")
+	case 'f':
+		i = skipLiteral(b, i, "false")
+	case 'n':
+		i = skipLiteral(b, i, "null")
+	case ' ', '\t', '\n', '\r':
+		i = skipSpace(b, i+1)
+		goto value
+	default:
+		i = skipNumber(b, i)
 	}
-}
+	if i < 0 {
+		return -1
+	}
+	goto ended
 
-// skipKey validates `"key" :` at b[i] and returns the index after the colon.
-func skipKey(b []byte, i int) int {
+key: // An object key is expected at b[i] (whitespace already skipped).
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
-	if i, _ = skipString(b, i); i < 0 {
+	isKey = true
+
+str: // b[i] is the opening quote of a string.
+	for i++; ; {
+		i = plainEnd(b, i)
+		if i >= len(b) {
+			return -1
+		}
+		c = b[i]
+		if c == '"' {
+			i++
+			break
+		}
+		switch {
+		case c == '\\': // skipEscape, written out: this loop makes no calls
+			if i+1 >= len(b) {
+				return -1
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !isHex4(b[i+2:i+6]) {
+					return -1
+				}
+				i += 6
+			default:
+				return -1
+			}
+		case c < 0x20:
+			return -1
+		default:
+			i++ // a plain byte in the last seven of the record
+		}
+	}
+	if isKey {
+		if i < len(b) && b[i] == ':' {
+			i++
+			goto value
+		}
+		if i = skipSpace(b, i); i < len(b) && b[i] == ':' {
+			i = skipSpace(b, i+1)
+			goto value
+		}
 		return -1
 	}
-	i = skipSpace(b, i)
-	if i >= len(b) || b[i] != ':' {
+
+ended: // A value ended just before b[i]: close containers or go on.
+	if open.depth == 0 {
+		return i
+	}
+	if i >= len(b) {
 		return -1
 	}
-	return i + 1
+	switch b[i] {
+	case ',':
+		if open.objs&1 == 0 {
+			i++
+			goto value // which skips its own whitespace
+		}
+		i = skipSpace(b, i+1)
+		goto key
+	case '}':
+		if open.objs&1 == 0 {
+			return -1
+		}
+	case ']':
+		if open.objs&1 != 0 {
+			return -1
+		}
+	case ' ', '\t', '\n', '\r':
+		i = skipSpace(b, i+1)
+		goto ended
+	default:
+		return -1
+	}
+	open.pop(sc)
+	i++
+	goto ended
 }
 
 // member is one "key": value pair of an object, as offsets into the record.
@@ -292,57 +432,119 @@ type member struct {
 }
 
 // keySig summarises a key: its length, first and last byte.
-func keySig(key string) uint32 {
+func keySig[T string | []byte](key T) uint32 {
 	if len(key) == 0 {
 		return 1 << 31
 	}
 	return uint32(len(key))<<16 | uint32(key[0])<<8 | uint32(key[len(key)-1])
 }
 
+// keyHash spreads a key signature over 32 bits (Fibonacci hashing), so
+// that its top bits can index small tables.
+func keyHash(sig uint32) uint32 {
+	return sig * 0x9E3779B1
+}
+
+// keyBit maps a key signature to one bit of a 64-bit set (a one-hash
+// Bloom filter).
+func keyBit(sig uint32) uint64 {
+	return 1 << (keyHash(sig) >> (32 - 6))
+}
+
+// keySet summarises the keys of one object for Schema.lookup.
+type keySet struct {
+	bits uint64 // keyBit of every key without escapes
+	// distinct says that no key has escapes and no two keys share a bit:
+	// then a name whose bit is clear is absent, and a name is present at
+	// most once (so duplicate keys, which resolve to the last one, always
+	// take the exhaustive path).
+	distinct bool
+}
+
 // appendMembers validates the object starting at b[i] == '{' and appends
-// its members to ms. It returns the index after the closing brace, or -1.
-func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int) {
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return ms, i + 1
+// its members to ms. It returns the index after the closing brace, or -1,
+// and the summary of the keys.
+func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, keySet) {
+	keys := keySet{distinct: true}
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return ms, i + 1, keys
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return ms, -1
+			return ms, -1, keys
 		}
-		var m member
-		m.keyStart = i + 1
-		end, esc := skipString(b, i)
-		if end < 0 {
-			return ms, -1
+		m := member{keyStart: i + 1}
+		// Keys are short and plain: find the closing quote inline and
+		// leave escapes and record ends to skipString.
+		if end := plainEnd(b, i+1); end < len(b) && b[end] == '"' {
+			m.keyEnd = end
+		} else if end, m.keyEsc = skipString(b, i); end >= 0 {
+			m.keyEnd = end - 1
+		} else {
+			return ms, -1, keys
 		}
-		m.keyEnd, m.keyEsc = end-1, esc
-		if !esc {
-			m.sig = keySig(string(b[m.keyStart:m.keyEnd]))
+		if m.keyEsc {
+			keys.distinct = false
+		} else {
+			m.sig = keySig(b[m.keyStart:m.keyEnd])
+			bit := keyBit(m.sig)
+			if keys.bits&bit != 0 {
+				keys.distinct = false
+			}
+			keys.bits |= bit
 		}
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return ms, -1
+		i = m.keyEnd + 1
+		if i < len(b) && b[i] == ':' {
+			i++
+		} else if i = skipSpace(b, i); i < len(b) && b[i] == ':' {
+			i++
+		} else {
+			return ms, -1, keys
 		}
-		m.valStart = skipSpace(b, i+1)
-		m.valEnd = sc.skipValue(b, m.valStart)
-		if m.valEnd < 0 {
-			return ms, -1
+		if i = skipSpace(b, i); i >= len(b) {
+			return ms, -1, keys
 		}
+		m.valStart = i
+		if i = sc.valueEnd(b, i); i < 0 {
+			return ms, -1, keys
+		}
+		m.valEnd = i
 		ms = append(ms, m)
-		i = skipSpace(b, m.valEnd)
-		if i >= len(b) {
-			return ms, -1
+		if i = skipSpace(b, i); i >= len(b) {
+			return ms, -1, keys
 		}
 		switch b[i] {
-		case '}':
-			return ms, i + 1
 		case ',':
 			i = skipSpace(b, i+1)
+		case '}':
+			return ms, i + 1, keys
 		default:
-			return ms, -1
+			return ms, -1, keys
 		}
 	}
+}
+
+// valueEnd returns the index after the value starting at b[i] (not
+// whitespace), or -1 when it is not valid JSON. Scalars, the common case,
+// need no stack.
+func (sc *scanner) valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		if end := plainEnd(b, i+1); end < len(b) && b[end] == '"' {
+			return end + 1
+		}
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		return sc.skipContainer(b, i)
+	case 't':
+		return skipLiteral(b, i, "true")
+	case 'f':
+		return skipLiteral(b, i, "false")
+	case 'n':
+		return skipLiteral(b, i, "null")
+	}
+	return skipNumber(b, i)
 }
 
 // nextElement returns the bounds of the array element at or after b[i],

@@ -70,10 +70,13 @@ type Schema struct {
 	sc        scanner
 	data      []byte   // the record
 	members   []member // objects being visited, innermost last
-	lo, hi    int      // members of the current object
+	obj       object   // the object being visited
 	path      []pathElem
 	frameType string
 	err       *ProtocolError
+
+	strs     stringCache // recent short strings, see decodeString
+	lastKind frameKind   // the previous frame's kind, see checkFrame
 
 	// Encoding.
 	buf    []byte
@@ -86,11 +89,47 @@ type pathElem struct {
 	index int // for array elements; name is "" then
 }
 
+// object is the object being visited.
+type object struct {
+	lo, hi int // its members are members[lo:hi]
+	keys   keySet
+	// next is where the next lookup starts: an Object's Schema method
+	// visits its fields in the order the encoder writes them, so a frame
+	// from a pifleet or TypeScript peer has the next field right there.
+	next int
+}
+
+// setObject makes members[lo:hi], with the given keys, the current object.
+func (s *Schema) setObject(lo, hi int, keys keySet) {
+	s.obj = object{lo: lo, hi: hi, keys: keys, next: lo}
+}
+
 // lookup finds the value of the current object's member name. Duplicate
 // keys resolve to the last one, as in JSON.parse.
 func (s *Schema) lookup(name string) (val []byte, ok bool) {
 	sig := keySig(name)
-	for i := s.hi - 1; i >= s.lo; i-- {
+	o := &s.obj
+	if o.keys.distinct {
+		// A name is present at most once: absent when its bit is clear,
+		// else found by a search starting where the last one ended.
+		if o.keys.bits&keyBit(sig) == 0 {
+			return nil, false
+		}
+		for i := o.next; i < o.hi; i++ {
+			if s.isKey(i, sig, name) {
+				o.next = i + 1
+				return s.value(i), true
+			}
+		}
+		for i := o.lo; i < o.next; i++ {
+			if s.isKey(i, sig, name) {
+				o.next = i + 1
+				return s.value(i), true
+			}
+		}
+		return nil, false
+	}
+	for i := o.hi - 1; i >= o.lo; i-- {
 		m := &s.members[i]
 		switch {
 		case m.sig == sig:
@@ -104,9 +143,22 @@ func (s *Schema) lookup(name string) (val []byte, ok bool) {
 		default:
 			continue
 		}
-		return s.data[m.valStart:m.valEnd], true
+		return s.value(i), true
 	}
 	return nil, false
+}
+
+// isKey reports whether the key of members[i], an unescaped key, is name,
+// whose keySig is sig.
+func (s *Schema) isKey(i int, sig uint32, name string) bool {
+	m := &s.members[i]
+	return m.sig == sig && string(s.data[m.keyStart:m.keyEnd]) == name
+}
+
+// value returns the value of members[i].
+func (s *Schema) value(i int) []byte {
+	m := &s.members[i]
+	return s.data[m.valStart:m.valEnd]
 }
 
 // field is the common start of every decoding visit: it returns the
@@ -187,11 +239,58 @@ func (s *Schema) key(name string) {
 	s.buf = append(s.buf, ':')
 }
 
-func decodeString(v []byte) (string, bool) {
+// decodeString returns the value of the JSON string token v, or false
+// when v is not a string.
+func (s *Schema) decodeString(v []byte) (string, bool) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false
 	}
+	body := v[1 : len(v)-1]
+	if str, ok := s.strs.find(body); ok {
+		return str, true
+	}
+	if plainASCII(body) { // the common case: the bytes are the value
+		return s.strs.add(body), true
+	}
 	return unquote(v, hasBackslash(v)), true
+}
+
+// stringCache holds the last few short strings a Schema decoded. The short
+// values of a connection's frames repeat from one frame to the next
+// (instance ids, machine and model names, states), so decoding one is
+// usually a comparison instead of an allocation. Strings are immutable:
+// sharing one between frames is invisible to their users.
+//
+// It holds only strings whose JSON body is plain ASCII (no escapes), so a
+// body equal to a cached string is known to decode to it.
+type stringCache [1 << stringCacheBits]string
+
+const stringCacheBits = 4
+
+// maxCachedString bounds what the cache holds: ids and names, not text.
+const maxCachedString = 40
+
+func (c *stringCache) slot(body []byte) *string {
+	return &c[keyHash(keySig(body))>>(32-stringCacheBits)]
+}
+
+// find returns the cached string equal to body, if any.
+func (c *stringCache) find(body []byte) (string, bool) {
+	if len(body) == 0 || len(body) > maxCachedString {
+		return "", false
+	}
+	str := *c.slot(body)
+	return str, str == string(body) // compares without allocating
+}
+
+// add returns body, a plain ASCII string body, as a string, and caches it
+// when it is short.
+func (c *stringCache) add(body []byte) string {
+	str := string(body)
+	if len(body) != 0 && len(body) <= maxCachedString {
+		*c.slot(body) = str
+	}
+	return str
 }
 
 func hasBackslash(v []byte) bool { return bytes.IndexByte(v, '\\') >= 0 }
@@ -206,7 +305,7 @@ func (s *Schema) String(name string, p *string, pr Presence) {
 		return
 	}
 	if v, ok := s.field(name, pr); ok {
-		if str, ok := decodeString(v); ok {
+		if str, ok := s.decodeString(v); ok {
 			*p = str
 		} else {
 			s.fail(name, "must be string")
@@ -225,7 +324,7 @@ func (s *Schema) StringPtr(name string, p **string) {
 		return
 	}
 	if v, ok := s.field(name, Optional); ok {
-		if str, ok := decodeString(v); ok {
+		if str, ok := s.decodeString(v); ok {
 			*p = &str
 		} else {
 			s.fail(name, "must be string")
@@ -248,7 +347,7 @@ func (s *Schema) NullableString(name string, p **string, pr Presence) {
 		return
 	}
 	if v, ok := s.field(name, pr); ok {
-		if str, ok := decodeString(v); ok {
+		if str, ok := s.decodeString(v); ok {
 			*p = &str
 		} else if string(v) != "null" {
 			s.fail(name, "must be string,null")
@@ -422,7 +521,7 @@ func (s *Schema) Strings(name string, p *[]string, pr Presence) {
 		if !more {
 			break
 		}
-		str, ok := decodeString(v[start:end])
+		str, ok := s.decodeString(v[start:end])
 		if !ok {
 			s.failIn(name, strconv.Itoa(i), "must be string")
 			return
@@ -464,11 +563,11 @@ func (s *Schema) StringMap(name string, p *map[string]string, pr Presence) {
 		return
 	}
 	base := len(s.members)
-	s.members, _ = s.sc.appendMembers(s.members, v, 0)
+	s.members, _, _ = s.sc.appendMembers(s.members, v, 0)
 	out := make(map[string]string, len(s.members)-base)
 	for _, m := range s.members[base:] {
 		key := unquote(v[m.keyStart-1:m.keyEnd+1], m.keyEsc)
-		str, ok := decodeString(v[m.valStart:m.valEnd])
+		str, ok := s.decodeString(v[m.valStart:m.valEnd])
 		if !ok {
 			s.members = s.members[:base]
 			s.failIn(name, key, "must be string")
@@ -579,22 +678,24 @@ func appendCompact(dst, src []byte) []byte {
 	return dst
 }
 
-// enterObject makes the object v the current one; leave restores.
-func (s *Schema) enterObject(name string, index int, v []byte) (lo, hi int) {
-	lo, hi = s.lo, s.hi
+// enterObject makes the object v the current one; leaveObject restores
+// the one it returns.
+func (s *Schema) enterObject(name string, index int, v []byte) (outer object) {
+	outer = s.obj
 	base := len(s.members)
 	// v is always a subslice of the record, so its offset there follows
 	// from the capacities; members are stored as offsets into the record.
 	off := cap(s.data) - cap(v)
-	s.members, _ = s.sc.appendMembers(s.members, s.data, off)
-	s.lo, s.hi = base, len(s.members)
+	var keys keySet
+	s.members, _, keys = s.sc.appendMembers(s.members, s.data, off)
+	s.setObject(base, len(s.members), keys)
 	s.path = append(s.path, pathElem{name: name, index: index})
-	return lo, hi
+	return outer
 }
 
-func (s *Schema) leaveObject(lo, hi int) {
-	s.members = s.members[:s.lo]
-	s.lo, s.hi = lo, hi
+func (s *Schema) leaveObject(outer object) {
+	s.members = s.members[:s.obj.lo]
+	s.obj = outer
 	s.path = s.path[:len(s.path)-1]
 }
 
@@ -686,9 +787,9 @@ func decodeObject[T any, P ObjectPtr[T]](s *Schema, name string, index int, v []
 		}
 		return false
 	}
-	lo, hi := s.enterObject(name, index, v)
+	outer := s.enterObject(name, index, v)
 	P(p).Schema(s)
-	s.leaveObject(lo, hi)
+	s.leaveObject(outer)
 	return s.err == nil
 }
 
