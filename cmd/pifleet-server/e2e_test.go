@@ -14,6 +14,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
@@ -32,9 +33,13 @@ func startWorkerAgent(t *testing.T, reg string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stateDir := socketDir(t)
+	// Before the agent's own cleanup, so it runs after it: a test that
+	// fails before it stopped its workers leaves none running.
+	e2ekit.CleanupWorkers(t, stateDir)
 	return runAgent(t, agent.Config{
 		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
-		StateDir: socketDir(t), SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
+		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1,
 	})
