@@ -49,6 +49,14 @@ func (w *Worker) Send(raw json.RawMessage) error {
 		return fmt.Errorf("%w: %w", ErrBadCommand, err)
 	}
 	buf.WriteByte('\n')
+	prompt := typ == pirpc.Prompt{}.CommandType()
+	if prompt {
+		// Before the write: the run may start (and its agent_start be
+		// read) before Write returns.
+		w.mu.Lock()
+		w.promptSent = true
+		w.mu.Unlock()
+	}
 	if err := g.c.Write(context.Background(), buf.Bytes()); err != nil {
 		if errors.Is(err, shim.ErrExited) || errors.Is(err, shim.ErrStdinClosed) {
 			return fmt.Errorf("%w: %w", ErrNotRunning, err)
@@ -142,9 +150,10 @@ func (w *Worker) stop(ctx context.Context) (forced bool, err error) {
 		return false, nil
 	}
 	w.fireLocked(OnStop)
-	busy := w.runOpen || w.detector.Phase() != pirpc.PhaseIdle
+	// A prompt sent whose agent_start is not read yet counts as busy: the
+	// worker may already run its tools, which only an abort ends.
+	busy := w.runOpen || w.promptSent || w.detector.Phase() != pirpc.PhaseIdle
 	var aborted chan struct{}
-	runDone := w.runDone
 	if busy {
 		aborted = make(chan struct{})
 		w.callLocked(g, pirpc.Abort{}, func(*pirpc.Response, uint64) []Event {
@@ -175,11 +184,18 @@ func (w *Worker) stop(ctx context.Context) (forced bool, err error) {
 			return false, err
 		} else if !ok {
 			w.log.Warn().Msg("abort not answered in time; closing stdin anyway")
-		} else if runDone != nil {
+		} else {
 			// The abort's answer follows agent_end; the settle follows
-			// its get_state barrier, which EOF would cut short.
-			if _, err := wait(runDone); err != nil {
-				return false, err
+			// its get_state barrier, which EOF would cut short. The run
+			// may have opened only after Stop began.
+			w.mu.Lock()
+			runDone := w.runDone
+			open := w.runOpen
+			w.mu.Unlock()
+			if open && runDone != nil {
+				if _, err := wait(runDone); err != nil {
+					return false, err
+				}
 			}
 		}
 	}

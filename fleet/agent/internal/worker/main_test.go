@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 			os.Exit(shim.Main(os.Args[2:]))
 		case "lingering-shim":
 			os.Exit(lingeringShim(os.Args[2]))
-		case "stubborn", "crasher", "toy":
+		case "stubborn", "crasher", "toy", "unseen":
 			os.Exit(helperWorker(os.Args[1]))
 		}
 	}
@@ -36,7 +36,10 @@ func TestMain(m *testing.M) {
 // helperWorker answers get_state like pi. As "toy" it runs each prompt as
 // a one-message run and exits at stdin EOF. As "stubborn" it ignores
 // abort, stdin EOF and SIGTERM (only SIGKILL ends it). As "crasher" it
-// writes to stderr and exits 3 at its first prompt.
+// writes to stderr and exits 3 at its first prompt. As "unseen" it starts
+// a tool at each prompt (a child in a process group of its own, holding
+// the WITNESS FIFO) before any agent_start reached the agent, and ends it
+// only when aborted: stdin EOF leaves it running, as a busy pi would.
 func helperWorker(role string) int {
 	if role == "stubborn" {
 		signal.Ignore(syscall.SIGTERM)
@@ -50,6 +53,7 @@ func helperWorker(role string) int {
 			}
 		}
 	}
+	var tool *exec.Cmd // unseen: the running tool
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		var cmd struct{ ID, Type, Message string }
@@ -61,6 +65,15 @@ func helperWorker(role string) int {
 			fmt.Printf(`{"id":%q,"type":"response","command":"get_state","success":true,"data":{"model":{"id":"toy-1","provider":"test"},"isStreaming":false,"sessionFile":"/tmp/toy-session.jsonl","sessionId":"s","messageCount":0,"pendingMessageCount":0}}`+"\n", cmd.ID)
 		case "prompt":
 			fmt.Printf(`{"id":%q,"type":"response","command":"prompt","success":true}`+"\n", cmd.ID)
+			if role == "unseen" {
+				tool = exec.Command("/bin/sh", "-c", `exec sleep 300 3>"$WITNESS"`)
+				tool.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if err := tool.Start(); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					return 1
+				}
+				continue
+			}
 			fmt.Println(`{"type":"agent_start"}`)
 			switch role {
 			case "crasher":
@@ -71,7 +84,12 @@ func helperWorker(role string) int {
 				fmt.Println(`{"type":"agent_end","messages":[]}`)
 			}
 		case "abort":
-			if role == "toy" {
+			if role == "unseen" && tool != nil {
+				syscall.Kill(-tool.Process.Pid, syscall.SIGKILL)
+				tool.Wait()
+				tool = nil
+			}
+			if role == "toy" || role == "unseen" {
 				fmt.Printf(`{"id":%q,"type":"response","command":"abort","success":true}`+"\n", cmd.ID)
 			}
 		}

@@ -38,20 +38,24 @@ type Worker struct {
 	lastText    string
 	budget      budgetMeter
 	runOpen     bool
-	runDone     chan struct{} // closed when the open run settles
-	runTimer    *time.Timer
-	runToken    uint64
-	dialogs     map[string]*dialog
-	outcomes    []DialogOutcome
-	escalated   bool
-	pending     map[string]handler
-	nextID      uint64
-	pin         *pinnedModel
-	ring        *ring
-	stderrTail  string
-	restarting  bool
-	detached    bool
-	finished    bool
+	// promptSent: a prompt went to the worker and its run has not been
+	// seen to start (nor the prompt refused): the worker may be busy
+	// before its agent_start reached us (Stop must abort it then).
+	promptSent bool
+	runDone    chan struct{} // closed when the open run settles
+	runTimer   *time.Timer
+	runToken   uint64
+	dialogs    map[string]*dialog
+	outcomes   []DialogOutcome
+	escalated  bool
+	pending    map[string]handler
+	nextID     uint64
+	pin        *pinnedModel
+	ring       *ring
+	stderrTail string
+	restarting bool
+	detached   bool
+	finished   bool
 
 	// Delivery: an unbounded queue drained by one goroutine into events.
 	// The shim's window bounds it: a line is acknowledged to the shim only
@@ -452,6 +456,9 @@ func (w *Worker) onLine(g *generation, ev shim.Event) {
 		if r.Command == "prompt" && len(r.Data) > 0 {
 			w.detector.SetNative() // only newer pi's prompt answers carry data
 		}
+		if r.Command == "prompt" && !r.Success {
+			w.promptSent = false // refused: no run comes of it
+		}
 		w.emitLocked(g, ev.Seq, Event{Seq: seq, Raw: rec.Raw, Kind: KindResponse})
 		return
 	}
@@ -527,7 +534,7 @@ func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64
 // openRunLocked starts a run: its figures, its minutes, its budget check.
 func (w *Worker) openRunLocked() {
 	w.fireLocked(OnRunStarted)
-	w.runOpen = true
+	w.runOpen, w.promptSent = true, false
 	w.runDone = make(chan struct{})
 	w.run = pirpc.Tally{}
 	w.startRunTimerLocked()

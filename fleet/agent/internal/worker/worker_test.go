@@ -320,6 +320,23 @@ func toolSleep(t *testing.T) (command string, running func()) {
 	}
 }
 
+// A Stop right after a prompt, before the run's agent_start was read,
+// still aborts the run: closing stdin alone would leave the tools the
+// worker already started running.
+func TestStopBeforeAgentStartAborts(t *testing.T) {
+	spec := helperSpec(t, "unseen")
+	wit := newWitness(t)
+	spec.Env = append(spec.Env, "WITNESS="+wit.path)
+	w := start(t, spec)
+	s := newStream(t, w)
+	prompt(t, w, "p1", "work")
+	wit.wait(t, wit.opened, "opened by the worker's tool")
+	if _, exit := stopAndDrain(t, w, s); exit == nil {
+		t.Fatal("no exit")
+	}
+	wit.wait(t, wit.gone, "released: the tool survived the stop (no abort was sent)")
+}
+
 func TestStopForced(t *testing.T) {
 	spec := helperSpec(t, "stubborn")
 	wit := newWitness(t)
