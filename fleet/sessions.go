@@ -196,7 +196,7 @@ func (f *Fleet) ResolveSession(machine, ref string) (session.Record, error) {
 }
 
 func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error) {
-	var byID, byName []session.Record
+	var byPath, byID, byName []session.Record
 	for name, p := range f.sessions {
 		if machine != "" && name != machine {
 			continue
@@ -204,7 +204,7 @@ func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error
 		for _, rec := range p.Sessions(name) { // newest first
 			switch {
 			case rec.Path == ref:
-				return rec, nil
+				byPath = append(byPath, rec)
 			case rec.SessionID == ref:
 				byID = append(byID, rec)
 			case rec.Name == ref && !(rec.Kind == session.KindBaseline && f.isCloneLocked(rec)):
@@ -212,7 +212,16 @@ func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error
 			}
 		}
 	}
-	for _, l := range [][]session.Record{byID, byName} {
+	if len(byPath) > 1 {
+		machines := make([]string, len(byPath))
+		for i, r := range byPath {
+			machines[i] = r.Machine
+		}
+		slices.Sort(machines)
+		return session.Record{}, &ConfigError{Field: "machine",
+			Reason: fmt.Sprintf("session %s exists on %s: name the machine", ref, strings.Join(machines, ", "))}
+	}
+	for _, l := range [][]session.Record{byPath, byID, byName} {
 		if len(l) > 0 {
 			slices.SortStableFunc(l, func(a, b session.Record) int { return int(b.UpdatedAt - a.UpdatedAt) })
 			return l[0], nil
