@@ -586,7 +586,7 @@ const (
 	ChangeSpawnProgress  ChangeKind = "spawn_progress"  // a spawn step (Event is the phase)
 	ChangeModelDrift     ChangeKind = "model_drift"     // a worker's model changed (Message)
 	ChangeSessions       ChangeKind = "sessions"        // an agent's session inventory changed
-	ChangeSessionEntries ChangeKind = "session_entries" // a worker session's new entries were mirrored (Message)
+	ChangeSessionEntries ChangeKind = "session_entries" // a catch-up of a worker's session ended (Message: entries mirrored)
 )
 
 // Change is one thing that happened in the fleet.

@@ -642,12 +642,11 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 		inst.rec.MirrorDone = true
 		f.persistInstanceLocked(inst)
 	}
-	if n > 0 {
-		// The projection's LastEntryID is not persisted here: the mirror
-		// is the catch-up's cursor and outlives a restart by itself.
-		f.publishLocked(Change{Kind: ChangeSessionEntries, Agent: inst.agent, InstanceID: instanceID,
-			Message: fmt.Sprintf("%d entries mirrored", n)})
-	}
+	// Told even when nothing new came: the registry is back to synced.
+	// The projection's LastEntryID is not persisted here: the mirror is the
+	// catch-up's cursor and outlives a restart by itself.
+	f.publishLocked(Change{Kind: ChangeSessionEntries, Agent: inst.agent, InstanceID: instanceID,
+		Message: fmt.Sprintf("%d entries mirrored", n)})
 	return err
 }
 

@@ -503,9 +503,9 @@ func TestRegistryEqualsTheAgentsDiskAfterARestart(t *testing.T) {
 		t.Fatalf("the agent's disk holds %d sessions", len(want))
 	}
 	f2 := startFleet(t, stateDir, reg, agents)
-	f2.waitUntil(t, "the registry reconciled", func(fleet.Status) bool {
+	f2.waitUntil(t, fmt.Sprintf("the registry reconciled (%d sessions)", len(want)), func(fleet.Status) bool {
 		got := f2.ListSessions(fleet.SessionFilter{Machine: "worker-01"})
-		return len(got) == len(want) && got[0].Registry == session.StateSynced
+		return len(got) > 0 && len(got) == len(want) && got[0].Registry == session.StateSynced
 	})
 	for _, v := range f2.ListSessions(fleet.SessionFilter{Machine: "worker-01"}) {
 		if !want[v.Path] {
