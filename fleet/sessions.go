@@ -101,13 +101,13 @@ func (f *Fleet) ListSessions(filter SessionFilter) []SessionView {
 		}
 		state, _ := p.State(name)
 		for _, rec := range p.Sessions(name) {
-			if filter.Kind != "" && rec.Kind != filter.Kind {
-				continue
-			}
 			if rec.Kind == session.KindBaseline && f.isCloneLocked(rec) {
 				// A fresh clone carries its baseline's name until the
 				// agent reports the task name the server gave it.
 				rec.Kind, rec.Pinned = session.KindTask, false
+			}
+			if filter.Kind != "" && rec.Kind != filter.Kind {
+				continue
 			}
 			v := SessionView{Record: rec, Registry: state}
 			if rec.Kind == session.KindBaseline {

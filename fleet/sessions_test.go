@@ -10,12 +10,22 @@ import (
 	"example.com/pifleet/transport"
 )
 
-// report makes peer send a full sessions report.
+// report makes peer send its full sessions report (once per connection).
 func report(t *testing.T, tf *testFleet, p *testAgentPeer, sessions ...transport.SessionInfo) {
 	t.Helper()
 	p.send(p.conn(), &transport.SessionsReportFrame{Machine: p.machine, Full: true, Sessions: sessions})
 	tf.waitUntil(t, p.machine+"'s sessions", func(fleet.Status) bool {
 		return len(tf.ListSessions(fleet.SessionFilter{Machine: p.machine})) == len(sessions)
+	})
+}
+
+// reportChanged makes peer send an incremental report of sessions, which
+// then number n in all.
+func reportChanged(t *testing.T, tf *testFleet, p *testAgentPeer, n int, sessions ...transport.SessionInfo) {
+	t.Helper()
+	p.send(p.conn(), &transport.SessionsReportFrame{Machine: p.machine, Sessions: sessions})
+	tf.waitUntil(t, p.machine+"'s changed sessions", func(fleet.Status) bool {
+		return len(tf.ListSessions(fleet.SessionFilter{Machine: p.machine})) == n
 	})
 }
 
@@ -50,4 +60,45 @@ func TestResolveSession(t *testing.T) {
 	if v := tf.ListSessions(fleet.SessionFilter{Kind: session.KindScratch}); len(v) != 1 || v[0].Machine != "box-b" {
 		t.Errorf("scratch sessions: %+v", v)
 	}
+}
+
+// A fresh clone still reports its baseline's name until the agent sees the
+// task name the server gave it: the registry shows it as the task session
+// it is (not pinned, never stale), whether its worker is attached or it
+// has tasks, and never lists it among the baselines.
+func TestFreshCloneIsListedAsATask(t *testing.T) {
+	a := newTestAgentPeer(t, "box-a", true)
+	tf := newTestFleet(t, a)
+	base := transport.SessionInfo{SessionID: "s-base", Path: "/s/base.jsonl", Name: "baseline:api", Cwd: "/w", Kind: "baseline", Pinned: true, UpdatedAt: 100}
+	report(t, tf, a, base)
+	inst, err := tf.Spawn(t.Context(), "", "", "default", fleet.SpawnOptions{FromSession: "baseline:api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clonePath := inst.SessionPath()
+	clone := base
+	clone.SessionID, clone.Path, clone.ParentSession, clone.UpdatedAt = "s-clone", clonePath, base.Path, 200
+	reportChanged(t, tf, a, 2, clone)
+
+	check := func(when string) {
+		t.Helper()
+		if bs := tf.ListSessions(fleet.SessionFilter{Kind: session.KindBaseline}); len(bs) != 1 || bs[0].Path != base.Path {
+			t.Errorf("%s: baselines %+v", when, bs)
+		}
+		if bs := tf.Status(t.Context()).Baselines; len(bs) != 1 || bs[0].Path != base.Path {
+			t.Errorf("%s: status baselines %+v", when, bs)
+		}
+		ts := tf.ListSessions(fleet.SessionFilter{Kind: session.KindTask})
+		if len(ts) != 1 || ts[0].Path != clonePath || ts[0].Info().Pinned || ts[0].StaleBaseline || ts[0].CurrentHead != "" {
+			t.Errorf("%s: task sessions %+v", when, ts)
+		}
+	}
+	check("attached")
+	task, _ := submitAndFinish(t, tf, inst, "fix it")
+	if err := task.Accept(t.Context(), transport.DispositionStop); err != nil {
+		t.Fatal(err)
+	}
+	clone.UpdatedAt = 300
+	reportChanged(t, tf, a, 2, clone) // the worker ended: only its task marks it
+	check("with a task")
 }

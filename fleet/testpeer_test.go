@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -204,6 +205,9 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 		p.nextID++
 		id := fmt.Sprintf("i-%s-%d", p.machine, p.nextID)
 		info := transport.InstanceInfo{InstanceID: id, Cwd: fr.Cwd, Bundle: fr.Bundle, State: transport.InstanceRunning}
+		if fr.FromSession != "" { // cloned at once, as a pi agent does
+			info.SessionPath = strings.TrimSuffix(fr.FromSession, ".jsonl") + ".clone-" + id + ".jsonl"
+		}
 		p.instances[id] = &peerInstance{info: info}
 		p.order = append(p.order, id)
 		p.mu.Unlock()

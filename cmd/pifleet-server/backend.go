@@ -140,35 +140,15 @@ func statusOf(st fleet.Status) controlapi.Status {
 	for _, t := range st.Tasks {
 		out.Tasks = append(out.Tasks, taskOf(t))
 	}
-	origins := originsOf(st.Instances)
 	for _, v := range st.Baselines {
-		if s := sessionOf(v, origins); s.Kind == controlapi.KindBaseline {
-			out.Baselines = append(out.Baselines, s)
-		}
+		out.Baselines = append(out.Baselines, sessionOf(v))
 	}
 	return out
 }
 
-// originsOf maps each instance that started from a session to that
-// session's path.
-func originsOf(instances []fleet.InstanceStatus) map[string]string {
-	m := map[string]string{}
-	for _, in := range instances {
-		if in.FromSession != "" {
-			m[in.InstanceID] = in.FromSession
-		}
-	}
-	return m
-}
-
-// sessionOf converts a session of the registry. A fresh clone of a
-// baseline carries the baseline's name (and so its kind and pin) until the
-// agent reports the task name the server gave it; the registry lists it
-// as a baseline meanwhile. It is shown as the task session it is (its
-// worker, per origins: instance → the session it started from, started
-// from another file, or it has tasks), never stale; it stays pinned until
-// renamed, as the fleet treats it (attach is refused meanwhile).
-func sessionOf(v fleet.SessionView, origins map[string]string) controlapi.Session {
+// sessionOf converts a session of the registry (as the fleet shows it: a
+// fresh clone still under its baseline's name is a task there).
+func sessionOf(v fleet.SessionView) controlapi.Session {
 	info := v.Info() // pinned by the agent or by the server
 	s := controlapi.Session{Machine: v.Machine, SessionID: v.SessionID, Path: v.Path, Name: v.Name, Cwd: v.Cwd,
 		Kind: controlapi.SessionKind(v.Kind), Pinned: info.Pinned, ParentSession: v.ParentSession, Bundle: v.Bundle,
@@ -177,10 +157,6 @@ func sessionOf(v fleet.SessionView, origins map[string]string) controlapi.Sessio
 		CurrentHead: v.CurrentHead}
 	if v.UpdatedAt != 0 {
 		s.UpdatedAt = v.UpdatedAt.Time().UTC()
-	}
-	from, attached := origins[s.AttachedInstanceID]
-	if s.Kind == controlapi.KindBaseline && (len(s.TaskIDs) > 0 || attached && from != s.Path) {
-		s.Kind, s.StaleBaseline, s.CurrentHead = controlapi.KindTask, false, ""
 	}
 	return s
 }
@@ -576,15 +552,10 @@ func (b *fleetBackend) Sessions(ctx context.Context, filter controlapi.SessionFi
 	if filter.Kind == "" || filter.Kind == controlapi.KindBaseline {
 		b.f.RefreshBaselines(ctx, filter.Machine)
 	}
-	// Kinds are filtered here, not by the fleet: a fresh clone listed as
-	// a baseline is a task (see sessionOf).
-	views := b.f.ListSessions(fleet.SessionFilter{Machine: filter.Machine})
-	origins := originsOf(b.f.Status(ctx).Instances)
+	views := b.f.ListSessions(fleet.SessionFilter{Machine: filter.Machine, Kind: session.Kind(filter.Kind)})
 	out := make([]controlapi.Session, 0, len(views))
 	for _, v := range views {
-		if s := sessionOf(v, origins); filter.Kind == "" || s.Kind == filter.Kind {
-			out = append(out, s)
-		}
+		out = append(out, sessionOf(v))
 	}
 	return out, nil
 }
