@@ -21,6 +21,10 @@ const reportPageBytes = 900 << 10
 // TypeScript agent's cap on its single report (reference 1.18).
 const reportPageSessions = 200
 
+// rescanGap is the least time between two polls asked by the agent's own
+// workers (rescanSessions).
+const rescanGap = 200 * time.Millisecond
+
 // helloWait is how long a paged full report waits for the server's hello
 // (a pifleet server answers the agent's at once; a TypeScript server never
 // sends one and gets the first page after this pause).
@@ -111,13 +115,30 @@ func (a *Agent) reportLoop(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick:
 		case <-a.rescan:
+			// A poll walks every session file: workers settling in a burst
+			// share one, at most every rescanGap.
+			if wait := rescanGap - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			select { // what asked meanwhile is served by this poll
+			case <-a.rescan:
+			default:
+			}
 		}
+		last = time.Now()
 		d, err := a.watcher.Poll(ctx)
 		if err != nil || d.Empty() {
 			continue
