@@ -209,7 +209,7 @@ func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 		return nil, errVersion(string(v), k.name)
 	}
 
-	f := k.new()
+	f := s.frames.take(k)
 	h := f.Envelope()
 	s.String("id", &h.ID, Optional)
 	s.String("traceId", &h.TraceID, Optional)

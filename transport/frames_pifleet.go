@@ -2,7 +2,6 @@ package transport
 
 import (
 	"encoding/json"
-	"fmt"
 )
 
 // pifleet's additions to protocol v1. Every frame here is documented, with
@@ -527,10 +526,6 @@ var pifleetKinds = []frameKind{
 
 func init() {
 	for _, k := range pifleetKinds {
-		if _, dup := registry[k.name]; dup {
-			panic(fmt.Sprintf("transport: frame type %q registered twice", k.name))
-		}
-		registry[k.name] = k
-		frameKinds = append(frameKinds, k)
+		addKind(registry, k)
 	}
 }

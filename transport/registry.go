@@ -47,8 +47,10 @@ var frameKinds = []frameKind{
 }
 
 type frameKind struct {
-	name string
-	new  func() Frame
+	name  string
+	index int                 // its place in frameKinds
+	new   func() Frame        // one zero frame
+	slab  func() func() Frame // a constructor that allocates in blocks (see slabOf)
 }
 
 // kind registers the frame struct T; its wire name comes from FrameType.
@@ -56,7 +58,7 @@ func kind[T any, P interface {
 	*T
 	Frame
 }]() frameKind {
-	return frameKind{name: P(new(T)).FrameType(), new: func() Frame { return P(new(T)) }}
+	return frameKind{name: P(new(T)).FrameType(), new: func() Frame { return P(new(T)) }, slab: slabOf[T, P]}
 }
 
 // registry maps a wire name to its constructor. A plain map has no
@@ -64,14 +66,23 @@ func kind[T any, P interface {
 // (the TS quirk of reference 1.3 is deliberately not replicated).
 var registry = func() map[string]frameKind {
 	m := make(map[string]frameKind, len(frameKinds))
-	for _, k := range frameKinds {
-		if _, dup := m[k.name]; dup {
-			panic(fmt.Sprintf("transport: frame type %q registered twice", k.name))
-		}
-		m[k.name] = k
+	kinds := frameKinds
+	frameKinds = frameKinds[:0:0]
+	for _, k := range kinds {
+		addKind(m, k)
 	}
 	return m
 }()
+
+// addKind registers k in m and frameKinds, where it takes the next index.
+func addKind(m map[string]frameKind, k frameKind) {
+	if _, dup := m[k.name]; dup {
+		panic(fmt.Sprintf("transport: frame type %q registered twice", k.name))
+	}
+	k.index = len(frameKinds)
+	frameKinds = append(frameKinds, k)
+	m[k.name] = k
+}
 
 // NewFrame returns a zero frame of the named type, or false when the type
 // is unknown.

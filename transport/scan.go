@@ -423,8 +423,10 @@ ended: // A value ended just before b[i]: close containers or go on.
 
 // member is one "key": value pair of an object, as offsets into the record.
 type member struct {
-	keyStart, keyEnd int // the key's content, without quotes
-	valStart, valEnd int // the value's bytes
+	// Offsets are int32, which a record (at most MaxFrameBytes) never
+	// outgrows: a smaller member is cheaper to append and to search.
+	keyStart, keyEnd int32 // the key's content, without quotes
+	valStart, valEnd int32 // the value's bytes
 	// sig is keySig of the key, so that lookups compare one word before
 	// comparing bytes; 0 when the key has escapes (compared the slow way).
 	sig    uint32
@@ -473,13 +475,13 @@ func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, k
 		if i >= len(b) || b[i] != '"' {
 			return ms, -1, keys
 		}
-		m := member{keyStart: i + 1}
+		m := member{keyStart: int32(i + 1)}
 		// Keys are short and plain: find the closing quote inline and
 		// leave escapes and record ends to skipString.
 		if end := plainEnd(b, i+1); end < len(b) && b[end] == '"' {
-			m.keyEnd = end
+			m.keyEnd = int32(end)
 		} else if end, m.keyEsc = skipString(b, i); end >= 0 {
-			m.keyEnd = end - 1
+			m.keyEnd = int32(end - 1)
 		} else {
 			return ms, -1, keys
 		}
@@ -493,7 +495,7 @@ func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, k
 			}
 			keys.bits |= bit
 		}
-		i = m.keyEnd + 1
+		i = int(m.keyEnd) + 1
 		if i < len(b) && b[i] == ':' {
 			i++
 		} else if i = skipSpace(b, i); i < len(b) && b[i] == ':' {
@@ -504,11 +506,11 @@ func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, k
 		if i = skipSpace(b, i); i >= len(b) {
 			return ms, -1, keys
 		}
-		m.valStart = i
+		m.valStart = int32(i)
 		if i = sc.valueEnd(b, i); i < 0 {
 			return ms, -1, keys
 		}
-		m.valEnd = i
+		m.valEnd = int32(i)
 		ms = append(ms, m)
 		if i = skipSpace(b, i); i >= len(b) {
 			return ms, -1, keys

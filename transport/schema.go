@@ -77,6 +77,8 @@ type Schema struct {
 
 	strs     stringCache // recent short strings, see decodeString
 	lastKind frameKind   // the previous frame's kind, see checkFrame
+	frames   frameSlabs  // where decoded frames are allocated (slab.go)
+	raws     rawArena    // where raw values are copied to (slab.go)
 
 	// Encoding.
 	buf    []byte
@@ -607,9 +609,7 @@ func (s *Schema) RawOf(name string, p *json.RawMessage, pr Presence, kinds Kinds
 		s.fail(name, "must be "+kinds.String())
 		return
 	}
-	raw := make(json.RawMessage, len(v))
-	copy(raw, v)
-	*p = raw
+	*p = s.raws.clone(v)
 }
 
 func kindOf(v []byte) Kinds {

@@ -1,0 +1,70 @@
+package transport
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Frames and raw values decoded one after another come out of shared
+// blocks; none may see a later frame's bytes, and appending to one must
+// not write into its neighbour.
+func TestDecodedFramesDoNotShareMemory(t *testing.T) {
+	var stream strings.Builder
+	const n = 3 * frameBlock // several blocks of frames, and of raw bytes
+	for i := range n {
+		ev := `{"type":"message_update","n":` + strings.Repeat("7", 1+i%40) + `}`
+		stream.WriteString(`{"v":1,"type":"event","instanceId":"i-1","event":` + ev + "}\n")
+	}
+	d := NewDecoder(strings.NewReader(stream.String()))
+	var got []*EventFrame
+	for range n {
+		f, err := d.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, f.(*EventFrame))
+	}
+	want := make([][]byte, n)
+	for i, f := range got {
+		if cap(f.Event) != len(f.Event) {
+			t.Fatalf("frame %d: event capacity %d beyond its length %d", i, cap(f.Event), len(f.Event))
+		}
+		want[i] = bytes.Clone(f.Event)
+		_ = append(f.Event, "overwrite"...) // must reallocate
+		for j := range i {
+			if got[j] == f {
+				t.Fatalf("frames %d and %d are one struct", j, i)
+			}
+		}
+	}
+	for i, f := range got {
+		if !bytes.Equal(f.Event, want[i]) {
+			t.Fatalf("frame %d: event changed to %s, want %s", i, f.Event, want[i])
+		}
+	}
+}
+
+// A raw value too long for a block still decodes whole.
+func TestLongRawValueDecodes(t *testing.T) {
+	ev := `{"type":"message_update","text":"` + strings.Repeat("x", 2*rawBlock) + `"}`
+	f, err := ParseFrame([]byte(`{"v":1,"type":"event","instanceId":"i-1","event":` + ev + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(f.(*EventFrame).Event); got != ev {
+		t.Fatalf("event of %d bytes, want %d", len(got), len(ev))
+	}
+}
+
+// Every registered kind has its own slab index.
+func TestFrameKindsHaveDistinctIndexes(t *testing.T) {
+	for i, k := range frameKinds {
+		if k.index != i {
+			t.Errorf("%s: index %d, want %d", k.name, k.index, i)
+		}
+		if registry[k.name].index != i {
+			t.Errorf("%s: registry index %d, want %d", k.name, registry[k.name].index, i)
+		}
+	}
+}
