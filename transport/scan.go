@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"example.com/pifleet/internal/jsjson"
 )
 
 // This file is a small validating JSON scanner over raw record bytes. It
@@ -34,40 +36,13 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// plainEnd skips plain string content (anything but a quote, a backslash
-// or a control byte) eight bytes at a time from b[i]. It returns the index
-// of the first byte that is not plain, or the index where fewer than eight
-// bytes remain, whichever comes first: the caller looks at that byte. It
-// is small so that it inlines into the scanning loops.
-func plainEnd(b []byte, i int) int {
-	// Written so that the compiler proves the loads in bounds.
-	for last := len(b) - 8; i <= last && i >= 0; i += 8 {
-		if m := stringStops(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	return i
-}
+// plainEnd skips plain string content from b[i]: see jsjson.PlainEnd.
+func plainEnd(b []byte, i int) int { return jsjson.PlainEnd(b, i) }
 
 const (
 	swarOnes = 0x0101010101010101
 	swarHigh = 0x8080808080808080
 )
-
-// stringStops flags, in the high bit of each byte, the bytes of the
-// little-endian word x that end plain string content: a quote, a
-// backslash or a control byte. It is jsjson.SpecialBytes in fewer
-// operations. q = x^0x02 maps the quote (0x22) to 0x20 and the control
-// bytes onto themselves, so "q < 0x21" finds both; s = x^'\\' is zero at a
-// backslash. A byte below 0x80 whose subtraction borrows is one of those;
-// a byte of 0x80 or more is masked out by the high bits of q|s. As in
-// every such word trick a borrow can flag a byte above a true match,
-// never below one, so the lowest flagged byte is exact.
-func stringStops(x uint64) uint64 {
-	q := x ^ (swarOnes * 0x02)
-	s := x ^ (swarOnes * '\\')
-	return ((q - swarOnes*0x21) | (s - swarOnes)) &^ (q | s) & swarHigh
-}
 
 // plainASCII reports whether the body of a valid JSON string is ASCII
 // without escapes, so that its bytes are its value. (A valid body holds

@@ -118,42 +118,6 @@ func FuzzSkipValue(f *testing.F) {
 	})
 }
 
-// TestStringStops checks the word trick against the byte-wise definition:
-// every byte value at every position, among plain bytes and after a stop.
-func TestStringStops(t *testing.T) {
-	isStop := func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' }
-	firstStop := func(w [8]byte) int {
-		for k, c := range w {
-			if isStop(c) {
-				return k
-			}
-		}
-		return 8
-	}
-	for _, fill := range []byte{'a', 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xff, 0x00, '"'} {
-		for pos := range 8 {
-			for v := range 256 {
-				var w [8]byte
-				for k := range w {
-					w[k] = fill
-				}
-				w[pos] = byte(v)
-				x := uint64(0)
-				for k := 7; k >= 0; k-- {
-					x = x<<8 | uint64(w[k])
-				}
-				got := 8
-				if m := stringStops(x); m != 0 {
-					got = bits.TrailingZeros64(m) >> 3
-				}
-				if want := firstStop(w); got != want {
-					t.Fatalf("first stop in % x: got %d, want %d", w, got, want)
-				}
-			}
-		}
-	}
-}
-
 // TestPlainASCII checks the word-at-a-time test against its definition, for
 // every byte value at every position of bodies up to 20 bytes long.
 func TestPlainASCII(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"unicode/utf8"
+
+	"example.com/pifleet/internal/jsjson"
 )
 
 // A one-pass JSON validator and splitter for pi's records. encoding/json
@@ -246,6 +248,7 @@ func (s *scanner) str() (escaped, ok bool) {
 	}
 	b := s.b
 	for i := s.i; i < len(b); {
+		i = jsjson.PlainEnd(b, i) // eight bytes at a time, then the tail
 		for i < len(b) && plainByte[b[i]] {
 			i++
 		}
