@@ -117,7 +117,7 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 		// replay from an older seq only rebuilds it.
 		inst.rec.LastSeenEventSeq = seq
 	}
-	raw := json.RawMessage(append([]byte(nil), fr.Event...))
+	raw := fr.Event // the decoder's own copy: the frame is ours
 	inst.appendTail(raw)
 	rec, err := pirpc.ParseRecord(raw)
 	if err != nil {

@@ -166,6 +166,7 @@ func (a *Agent) Close() error {
 			in.detach() // ends its event pump
 		}
 		a.wg.Wait()
+		a.handles.close()
 		err = a.store.Close()
 	})
 	return err

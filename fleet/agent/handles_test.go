@@ -58,6 +58,18 @@ func TestHandleFilesRoundTrip(t *testing.T) {
 	if _, ok, _ := h.get("i-000000000001"); ok {
 		t.Fatal("handle still there after remove")
 	}
+	// The file kept open for writes went with the handle: a new handle of
+	// the same id lands in a new file, not in the removed one.
+	if err := h.put(first.InstanceID, func() worker.Persisted { return first }); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := h.get("i-000000000001"); err != nil || !ok || !cmp.Equal(first, got) {
+		t.Fatalf("after remove and put: %+v, %v, %v; want %+v", got, ok, err, first)
+	}
+	h.close()
+	if got, ok, err := newHandleFiles(h.dir).get("i-000000000001"); err != nil || !ok || !cmp.Equal(first, got) {
+		t.Fatalf("after close: %+v, %v, %v; want %+v", got, ok, err, first)
+	}
 }
 
 // An id that would leave the directory is refused, typed.
