@@ -119,7 +119,9 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 	}
 	raw := fr.Event // the decoder's own copy: the frame is ours
 	inst.appendTail(raw)
-	rec, err := pirpc.ParseRecord(raw)
+	// The transport decoder validated the event: parse without a second
+	// validating pass.
+	rec, err := pirpc.ParseValidRecord(raw)
 	if err != nil {
 		return nil
 	}

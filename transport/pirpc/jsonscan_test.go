@@ -76,6 +76,14 @@ func FuzzParseRecordMatchesStd(f *testing.F) {
 		if !reflect.DeepEqual(normalize(got), normalize(want)) {
 			t.Fatalf("%q:\n got %#v\nwant %#v", line, describe(got), describe(want))
 		}
+		// Told the bytes are valid, the parser must agree on valid ones,
+		// and on any others return without panicking.
+		vgot, verr := ParseValidRecord(line) // must not panic, whatever line is
+		if json.Valid(line) {
+			if !reflect.DeepEqual(verr, werr) || !reflect.DeepEqual(normalize(vgot), normalize(want)) {
+				t.Fatalf("%q: ParseValidRecord\n got %#v, %v\nwant %#v, %v", line, describe(vgot), verr, describe(want), werr)
+			}
+		}
 	})
 }
 
@@ -113,8 +121,10 @@ func TestParseFastTakesPiLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
-		if _, ok := parseFast(line); !ok {
-			t.Errorf("line %d fell back to encoding/json: %.120s", i+1, line)
+		for _, valid := range []bool{false, true} {
+			if _, ok := parseFast(line, valid); !ok {
+				t.Errorf("line %d (valid %v) fell back to encoding/json: %.120s", i+1, valid, line)
+			}
 		}
 	}
 }
