@@ -36,9 +36,6 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// plainEnd skips plain string content from b[i]: see jsjson.PlainEnd.
-func plainEnd(b []byte, i int) int { return jsjson.PlainEnd(b, i) }
-
 const (
 	swarOnes = 0x0101010101010101
 	swarHigh = 0x8080808080808080
@@ -73,7 +70,7 @@ func plainASCII(s []byte) bool {
 func skipString(b []byte, i int) (end int, esc bool) {
 	i++
 	for {
-		i = plainEnd(b, i)
+		i = jsjson.PlainEnd(b, i)
 		if i >= len(b) {
 			return -1, esc
 		}
@@ -319,7 +316,7 @@ key: // An object key is expected at b[i] (whitespace already skipped).
 
 str: // b[i] is the opening quote of a string.
 	for i++; ; {
-		i = plainEnd(b, i)
+		i = jsjson.PlainEnd(b, i)
 		if i >= len(b) {
 			return -1
 		}
@@ -453,7 +450,7 @@ func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, k
 		m := member{keyStart: int32(i + 1)}
 		// Keys are short and plain: find the closing quote inline and
 		// leave escapes and record ends to skipString.
-		if end := plainEnd(b, i+1); end < len(b) && b[end] == '"' {
+		if end := jsjson.PlainEnd(b, i+1); end < len(b) && b[end] == '"' {
 			m.keyEnd = int32(end)
 		} else if end, m.keyEsc = skipString(b, i); end >= 0 {
 			m.keyEnd = int32(end - 1)
@@ -507,7 +504,7 @@ func (sc *scanner) appendMembers(ms []member, b []byte, i int) ([]member, int, k
 func (sc *scanner) valueEnd(b []byte, i int) int {
 	switch b[i] {
 	case '"':
-		if end := plainEnd(b, i+1); end < len(b) && b[end] == '"' {
+		if end := jsjson.PlainEnd(b, i+1); end < len(b) && b[end] == '"' {
 			return end + 1
 		}
 		end, _ := skipString(b, i)
