@@ -6,8 +6,9 @@ import (
 )
 
 // Word-at-a-time ("SWAR") helpers shared by this package's encoder,
-// transport's frame scanner and pirpc's line scanner: all need to find, eight bytes at a time, the
-// next byte of a JSON string that is not plain printable ASCII.
+// transport's frame scanner and pirpc's line scanner: all need to find,
+// eight bytes at a time, the next byte of a JSON string that is not plain
+// printable ASCII.
 const (
 	swarOnes = 0x0101010101010101
 	swarHigh = 0x8080808080808080
