@@ -123,6 +123,12 @@ func startProc(t *testing.T, name, bin string, env []string, ready string, args 
 type logLine struct {
 	Message string `json:"message"`
 	TaskID  string `json:"taskId"`
+	// Of the connection transitions of a dialling agent and the server's
+	// trust decisions.
+	Event   string  `json:"event"`
+	To      string  `json:"to"`
+	RetryIn float64 `json:"retryIn"` // milliseconds
+	Machine string  `json:"machine"`
 }
 
 // waitLog waits until the process logged a line that match accepts (a

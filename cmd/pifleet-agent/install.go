@@ -17,16 +17,17 @@ type InstallCmd struct {
 	Launchd bool `help:"Write a launchd agent (~/Library/LaunchAgents/dev.pifleet.agent.plist)." xor:"kind" required:"" env:"PIFLEET_INSTALL_LAUNCHD"`
 	Print   bool `help:"Print the definition to standard output instead of writing it." env:"PIFLEET_INSTALL_PRINT"`
 
-	Server     string `help:"The pinned server's machine name." required:"" env:"PIFLEET_SERVER"`
-	Port       int    `help:"Port on the tailscale address." default:"9788" env:"PIFLEET_PORT"`
-	Listen     string `help:"Explicit listen address (default: tailscale IPv4 on --port)." env:"PIFLEET_LISTEN"`
-	StateDir   string `help:"State directory." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
-	Pi         string `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
-	Registry   string `help:"Bundle registry URL." env:"PIFLEET_REGISTRY"`
-	MaxWorkers int    `help:"Maximum running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
-	FsAccess   string `help:"workspace or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
-	Home       string `help:"Home directory the definition is written under (default: yours)." type:"path" env:"PIFLEET_INSTALL_HOME"`
-	Binary     string `help:"The agent binary the service runs (default: this one)." type:"path" env:"PIFLEET_INSTALL_BINARY"`
+	Server     string   `help:"The pinned server's machine name." required:"" env:"PIFLEET_SERVER"`
+	Port       int      `help:"Port on the tailscale address." default:"9788" env:"PIFLEET_PORT"`
+	Listen     string   `help:"Explicit listen address (default: tailscale IPv4 on --port)." env:"PIFLEET_LISTEN"`
+	Dial       []string `help:"A server address to keep a connection to (its --inbound). Repeatable." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
+	StateDir   string   `help:"State directory." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	Pi         string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
+	Registry   string   `help:"Bundle registry URL." env:"PIFLEET_REGISTRY"`
+	MaxWorkers int      `help:"Maximum running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
+	FsAccess   string   `help:"workspace or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
+	Home       string   `help:"Home directory the definition is written under (default: yours)." type:"path" env:"PIFLEET_INSTALL_HOME"`
+	Binary     string   `help:"The agent binary the service runs (default: this one)." type:"path" env:"PIFLEET_INSTALL_BINARY"`
 }
 
 // Run writes or prints the definition.
@@ -90,6 +91,9 @@ func (c *InstallCmd) serveArgs() []string {
 	args := []string{"serve", "--server", c.Server, "--port", strconv.Itoa(c.Port), "--state-dir", c.StateDir, "--pi", c.Pi}
 	if c.Listen != "" {
 		args = append(args, "--listen", c.Listen)
+	}
+	for _, addr := range c.Dial {
+		args = append(args, "--dial", addr)
 	}
 	if c.Registry != "" {
 		args = append(args, "--registry", c.Registry)

@@ -1,7 +1,7 @@
 // Command pifleet-agent is the agent of pifleet: it runs on each worker
 // machine, admits only the pinned server, and supervises pi workers for it.
 //
-//	pifleet-agent serve --server MACHINE [--listen ADDR] [--state-dir DIR] …
+//	pifleet-agent serve --server MACHINE [--listen ADDR] [--dial HOST:PORT] [--state-dir DIR] …
 //	pifleet-agent doctor
 //	pifleet-agent version
 //	pifleet-agent install --systemd | --launchd [--print]
@@ -24,7 +24,7 @@ import (
 type CLI struct {
 	Globals
 
-	Serve   ServeCmd   `cmd:"" help:"Listen for the pinned server and supervise pi workers."`
+	Serve   ServeCmd   `cmd:"" help:"Listen for (and optionally dial) the pinned server, and supervise pi workers."`
 	Doctor  DoctorCmd  `cmd:"" help:"Check this machine: pi, state directory, tailscale, bundle cache."`
 	Version VersionCmd `cmd:"" help:"Print the agent's version."`
 	Install InstallCmd `cmd:"" help:"Install a service (systemd user unit or launchd agent) that runs the agent."`

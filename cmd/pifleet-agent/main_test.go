@@ -116,11 +116,31 @@ func TestServeConfig(t *testing.T) {
 	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {
 		t.Error("a pin with a space was accepted")
 	}
+	c.Server = "orchestrator"
+	c.Dial, c.DialFrom = []string{"100.64.0.1:9790", "100.64.0.2:9790"}, "127.0.0.2"
+	if cfg, err = c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err != nil ||
+		len(cfg.Dial) != 2 || cfg.Dial[1] != "100.64.0.2:9790" || cfg.DialFrom.String() != "127.0.0.2" {
+		t.Errorf("--dial: %+v, %v", cfg, err)
+	}
+	c.DialFrom = "box"
+	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil || !strings.Contains(err.Error(), "--dial-from") {
+		t.Errorf("--dial-from box: %v", err)
+	}
 	if _, err := parseModelFlag("faux/faux-1:high"); err != nil {
 		t.Error(err)
 	}
 	if _, err := parseModelFlag("nope"); err == nil {
 		t.Error("bad --model accepted")
+	}
+}
+
+// PIFLEET_DIAL is a comma-separated list, --dial repeats; install carries
+// them into the service's command line.
+func TestDialFlagAndVariable(t *testing.T) {
+	t.Setenv("PIFLEET_DIAL", "100.64.0.1:9790,100.64.0.2:9790")
+	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(), "--binary", "/bin/pa")
+	if code != 0 || !strings.Contains(out, "--dial 100.64.0.1:9790 --dial 100.64.0.2:9790") {
+		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,6 +24,8 @@ type ServeCmd struct {
 	Port        int      `help:"Port used with the tailscale address." default:"9788" env:"PIFLEET_PORT"`
 	Server      string   `help:"The pinned server's machine name (MACHINE or MACHINE/USER): nobody else is admitted." required:"" env:"PIFLEET_SERVER"`
 	ServerUser  string   `help:"Also require this tailnet user of the pinned server." env:"PIFLEET_SERVER_USER"`
+	Dial        []string `help:"Also keep a connection to a server that accepts agents at this address (its --inbound), redialled after 1 s, 2 s, 4 s … 30 s while down; only the pinned server is admitted. Repeatable." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
+	DialFrom    string   `help:"Local IP the --dial connections leave from (default: the system's choice)." env:"PIFLEET_DIAL_FROM" placeholder:"IP"`
 	WhoisStatic []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
 	Machine     string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
 	StateDir    string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
@@ -69,6 +72,7 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		Listen:       c.Listen,
 		Port:         c.Port,
 		Pin:          pin,
+		Dial:         c.Dial,
 		StateDir:     c.StateDir,
 		SessionsRoot: c.Sessions,
 		Registry:     c.Registry,
@@ -77,6 +81,13 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		MaxWorkers:   c.MaxWorkers,
 		FsAccess:     agent.FsAccess(c.FsAccess),
 		Logger:       log,
+	}
+	if c.DialFrom != "" {
+		ip, err := netip.ParseAddr(c.DialFrom)
+		if err != nil {
+			return cfg, fmt.Errorf("--dial-from %q: not an IP address", c.DialFrom)
+		}
+		cfg.DialFrom = ip
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,8 +122,9 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // Addr returns the address the agent listens on now (nil before Ready).
 func (a *Agent) Addr() *net.TCPAddr { return a.addr.Load() }
 
-// Run re-adopts the workers of the agent's previous life, then listens and
-// serves until ctx ends or Close is called. Workers keep running when Run
+// Run re-adopts the workers of the agent's previous life, then listens,
+// dials the servers of Config.Dial, and serves until ctx ends or Close is
+// called. Workers keep running when Run
 // returns (see Close).
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -135,7 +137,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.wg.Go(func() { a.deliverLoop(ctx) })
 	a.wg.Go(func() { a.reportLoop(ctx) })
+	for _, addr := range a.cfg.Dial {
+		a.wg.Go(func() { a.dialServer(ctx, addr) })
+	}
 	err := a.listen(ctx)
+	cancel() // a listener that failed ends the rest too
 	a.wg.Wait()
 	return err
 }
@@ -261,26 +267,96 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// admit runs the pin gate; a refused peer is closed without a byte.
+// admit sets up an accepted connection; a refused peer is closed
+// without a byte.
 func (a *Agent) admit(ctx context.Context, nc net.Conn) {
+	p, err := a.setup(ctx, nc, a.connOptions(), false)
+	if err != nil {
+		a.log.Warn().Err(err).Stringer("remote", transport.RemoteAddrPort(nc)).Msg("connection refused")
+		return
+	}
+	a.handle(ctx, p)
+}
+
+// The connection-setup path. Accepted and dialled connections go through
+// the same two steps, in this order:
+//
+//	gate   whois of the remote address and the pin check, before any byte
+//	greet  our hello, and on a dialled connection the server's in return
+//
+// setup runs both for an accepted connection; a dialled one runs them from
+// its Redialer's Dial and Authenticate hooks (dial.go), because the
+// Redialer owns the Conn in between.
+
+// setup gates nc, starts its Conn and greets the peer. On error nc is
+// closed.
+func (a *Agent) setup(ctx context.Context, nc net.Conn, opts transport.Options, dialled bool) (*peer, error) {
+	id, err := a.gate(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	p := a.newPeer(transport.NewConn(nc, opts), id)
+	if err := a.greet(ctx, p, dialled); err != nil {
+		p.conn.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// gate identifies nc's peer and admits only the pinned server; anyone
+// else is closed without a byte written.
+func (a *Agent) gate(ctx context.Context, nc net.Conn) (identity.Identity, error) {
 	remote := transport.RemoteAddrPort(nc)
 	gctx, cancel := context.WithTimeout(ctx, transport.DefaultGateTimeout)
 	id, err := a.cfg.Pin.Admit(gctx, a.cfg.Whois, remote)
 	cancel()
 	if err != nil {
 		nc.Close()
-		a.log.Warn().Err(err).Stringer("remote", remote).Msg("connection refused")
-		return
+		return id, err
 	}
-	p := &peer{
+	return id, nil
+}
+
+// connOptions configure every connection, accepted or dialled.
+func (a *Agent) connOptions() transport.Options {
+	return transport.Options{Logger: a.log,
+		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout}
+}
+
+func (a *Agent) newPeer(c *transport.Conn, id identity.Identity) *peer {
+	remote := transport.RemoteAddrPort(c.NetConn())
+	return &peer{
+		conn:    c,
 		key:     fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
 		id:      id,
 		sent:    make(chan struct{}),
 		greeted: make(chan struct{}),
 	}
-	p.conn = transport.NewConn(nc, transport.Options{Logger: a.log,
-		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout})
-	a.handle(ctx, p)
+}
+
+// greet sends the agent's hello (reference 1.6: the agent speaks first).
+// On a connection the agent dialled, the server answers with its own
+// hello once its trust check admitted the agent; until then the agent is
+// not connected, and a close or any other frame first fails the
+// handshake. On an accepted connection the server's hello (a TypeScript
+// server sends none) is taken whenever it comes, by dispatch.
+func (a *Agent) greet(ctx context.Context, p *peer, dialled bool) error {
+	if err := p.conn.Send(ctx, a.hello()); err != nil {
+		return err
+	}
+	if !dialled {
+		return nil
+	}
+	f, err := p.conn.Receive(ctx)
+	if err != nil {
+		return fmt.Errorf("agent: waiting for the server's hello: %w", err)
+	}
+	h, ok := f.(*transport.HelloFrame)
+	if !ok {
+		return fmt.Errorf("agent: the server sent %s before its hello", f.FrameType())
+	}
+	p.greetedBy(h)
+	return nil
 }
 
 // peer is one admitted connection.
@@ -297,15 +373,19 @@ type peer struct {
 	greetOnce sync.Once
 }
 
-// handle runs the accept sequence of reference 1.6 and then dispatches.
+// greetedBy records the server's hello.
+func (p *peer) greetedBy(h *transport.HelloFrame) {
+	if slices.Contains(h.Capabilities, transport.CapabilityPifleet) {
+		p.pifleet.Store(true)
+	}
+	p.greetOnce.Do(func() { close(p.greeted) })
+}
+
+// handle runs the rest of the accept sequence of reference 1.6 on a
+// greeted connection, and then dispatches until it closes.
 func (a *Agent) handle(ctx context.Context, p *peer) {
 	log := a.log.With().Str("peer", p.key).Logger()
 	log.Info().Msg("server connected")
-	hello := a.hello()
-	if err := p.conn.Send(ctx, hello); err != nil {
-		p.conn.Close()
-		return
-	}
 	// From here on the peer receives events: add it before the replay so
 	// nothing produced meanwhile is missed, yet after hello.
 	a.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -74,6 +75,21 @@ type Config struct {
 	IPProvider IPProvider
 	// RebindInterval is how often IPProvider is asked again (default 60 s).
 	RebindInterval time.Duration
+
+	// Dial lists server addresses (HOST:PORT, a server's inbound
+	// address) the agent keeps a connection to, besides listening: for a
+	// server that cannot reach this machine, or that learns of agents as
+	// they dial in. Each connection is redialled after 1 s, 2 s, 4 s … 30 s
+	// while it is down, and admits only the pinned server, as an accepted
+	// connection does.
+	Dial []string
+	// DialFrom is the local IP dialled connections leave from (default:
+	// the system's choice). With a static identity map on loopback it
+	// tells machines apart (127.0.0.2, 127.0.0.3, …).
+	DialFrom netip.Addr
+	// DialRetryMin and DialRetryMax bound the redial delay (defaults 1 s
+	// and 30 s).
+	DialRetryMin, DialRetryMax time.Duration
 
 	// Pin is the one server admitted (deny by default: everybody else, and
 	// every whois failure, is disconnected before a byte is sent).
@@ -175,6 +191,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Listen == "" && c.IPProvider == nil {
 		ts := &identity.Tailscale{Log: c.Logger}
 		c.IPProvider = ts.IPv4
+	}
+	for _, addr := range c.Dial {
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			return c, fmt.Errorf("%w: Dial address %q: want HOST:PORT", ErrConfig, addr)
+		}
 	}
 	if c.RebindInterval <= 0 {
 		c.RebindInterval = DefaultRebindInterval

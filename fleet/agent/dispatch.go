@@ -54,10 +54,7 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 	}
 	switch f := f.(type) {
 	case *transport.HelloFrame:
-		if slices.Contains(f.Capabilities, transport.CapabilityPifleet) {
-			p.pifleet.Store(true)
-		}
-		p.greetOnce.Do(func() { close(p.greeted) })
+		p.greetedBy(f)
 	case *transport.ErrorFrame:
 		// Never answered (pitfall 5).
 		a.log.Warn().Str("peer", p.key).Str("code", f.Code).Str("msg", f.Message).Msg("server reported an error")

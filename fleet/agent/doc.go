@@ -24,6 +24,13 @@
 // dispatched as protocol reference 1.7 says, with pifleet's additions
 // (docs/protocol.md).
 //
+// With Config.Dial the agent also keeps a connection to a server's
+// inbound address, for a server that cannot reach the machine: the same
+// gate (only the pinned server gets a byte) and the same hello, then the
+// server's hello once its trust check admitted the agent, and from there
+// the same service. A connection that is down is dialled again after 1 s,
+// 2 s, 4 s … 30 s (transport.Redialer).
+//
 // # Spawning
 //
 // A spawn is validated before anything starts — cwd an existing

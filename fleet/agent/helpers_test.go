@@ -284,6 +284,12 @@ func dialAddr(t testing.TB, addr, local string) *client {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
+	return newClient(t, nc)
+}
+
+// newClient speaks frames on nc (dialled by the test, or accepted from an
+// agent that dialled the test).
+func newClient(t testing.TB, nc net.Conn) *client {
 	c := &client{t: t, nc: nc, enc: transport.NewEncoder(nc), frames: make(chan transport.Frame, 4096),
 		bytes: make(chan int, 1), closed: make(chan struct{})}
 	counter := &countingReader{r: nc, c: c}
