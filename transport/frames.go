@@ -554,6 +554,10 @@ func (f *SessionHitsFrame) Schema(s *Schema) {
 	Structs(s, "hits", &f.Hits, Required)
 }
 
+// CapabilityExec, in an agent's hello, says its exec plane is on: it
+// answers exec_start.
+const CapabilityExec = "exec-v1"
+
 // ExecStartFrame (S→A) runs a command on the agent's machine.
 type ExecStartFrame struct {
 	Header
@@ -563,6 +567,10 @@ type ExecStartFrame struct {
 	Executable     string // argv mode
 	Args           []string
 	TimeoutSeconds *float64
+	// InstanceID (a pifleet addition) runs the command in that worker's
+	// working tree: a relative Cwd is resolved there and the command may
+	// not leave it.
+	InstanceID string
 }
 
 // FrameType returns "exec_start".
@@ -576,6 +584,7 @@ func (f *ExecStartFrame) Schema(s *Schema) {
 	s.String("executable", &f.Executable, Optional)
 	s.Strings("args", &f.Args, Optional)
 	s.OptNumber("timeoutSeconds", &f.TimeoutSeconds)
+	s.String("instanceId", &f.InstanceID, Optional)
 }
 
 // ExecStartedFrame (A→S) answers exec_start.

@@ -28,6 +28,8 @@ type InstallCmd struct {
 	FsAccess   string   `help:"workspace or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
 	Home       string   `help:"Home directory the definition is written under (default: yours)." type:"path" env:"PIFLEET_INSTALL_HOME"`
 	Binary     string   `help:"The agent binary the service runs (default: this one)." type:"path" env:"PIFLEET_INSTALL_BINARY"`
+
+	ExecFlags `embed:""`
 }
 
 // Run writes or prints the definition.
@@ -104,7 +106,7 @@ func (c *InstallCmd) serveArgs() []string {
 	if c.FsAccess != "" {
 		args = append(args, "--fs-access", c.FsAccess)
 	}
-	return args
+	return append(args, c.ExecFlags.args()...)
 }
 
 // systemdUnit restarts the agent when it fails. KillMode=process: stopping

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/cli"
@@ -98,6 +99,23 @@ func TestDoctor(t *testing.T) {
 	}
 }
 
+// Checklist 136: the exec flags are kept in the service's command line, in
+// the reference's order; with exec off there are none.
+func TestInstallKeepsExecFlags_136(t *testing.T) {
+	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(),
+		"--binary", "/b", "--exec-policy", "full", "--exec-root", "/", "--max-execs", "6", "--exec-timeout", "900")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, " --exec-policy full --exec-root / --max-execs 6 --exec-timeout 900") {
+		t.Errorf("unit:\n%s", out)
+	}
+	code, out, _ = runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(), "--binary", "/b")
+	if code != 0 || strings.Contains(out, "--exec") {
+		t.Errorf("exec off, unit:\n%s", out)
+	}
+}
+
 // serve refuses a bad pin, and says loudly when a static map is in force.
 func TestServeConfig(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -111,6 +129,11 @@ func TestServeConfig(t *testing.T) {
 	}
 	if cfg.Pin.Machine != "orchestrator" || len(cfg.ShimCommand) != 2 || cfg.ShimCommand[1] != "shim" {
 		t.Errorf("config %+v", cfg)
+	}
+	c.ExecFlags = ExecFlags{ExecPolicy: "full", ExecRoot: []string{"/srv"}, MaxExecs: 2, ExecTimeout: 60}
+	cfg, err = c.config(cli.NewLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
+	if err != nil || cfg.ExecPolicy != agent.ExecFull || cfg.ExecRoots[0] != "/srv" || cfg.MaxExecs != 2 || cfg.ExecTimeout != time.Minute {
+		t.Errorf("exec config %+v %v", cfg, err)
 	}
 	c.Server = "bad pin"
 	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {

@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -36,6 +38,46 @@ type ServeCmd struct {
 	FsAccess    string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
 	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY"`
 	Model       string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
+
+	ExecFlags `embed:""`
+}
+
+// ExecFlags configure the exec plane: the pinned server running commands
+// (tests, builds) on this machine without a model turn.
+type ExecFlags struct {
+	ExecPolicy    string   `help:"Let the pinned server run commands here: off (default) or full. Every command is logged to the audit file." default:"off" enum:"off,full" env:"PIFLEET_EXEC_POLICY"`
+	ExecRoot      []string `help:"Only run commands in this directory tree (repeatable; default: anywhere)." env:"PIFLEET_EXEC_ROOTS" sep:"none" type:"path"`
+	MaxExecs      int      `help:"Commands running at once, at most." default:"4" env:"PIFLEET_MAX_EXECS"`
+	ExecTimeout   int      `help:"Timeout in seconds of a command when the server names none (at most 3600)." default:"300" env:"PIFLEET_EXEC_TIMEOUT"`
+	ExecAuditFile string   `help:"Audit log of every command run (default: exec-audit.jsonl in the state directory; mode 0600)." env:"PIFLEET_EXEC_AUDIT_FILE" type:"path"`
+}
+
+// apply copies the flags into cfg.
+func (e ExecFlags) apply(cfg *agent.Config) {
+	cfg.ExecPolicy = agent.ExecPolicy(e.ExecPolicy)
+	cfg.ExecRoots = e.ExecRoot
+	cfg.MaxExecs = e.MaxExecs
+	cfg.ExecTimeout = time.Duration(e.ExecTimeout) * time.Second
+	cfg.ExecAuditFile = e.ExecAuditFile
+}
+
+// args are the flags as a serve command line (for a service definition),
+// in the order --exec-policy, --exec-root…, --max-execs, --exec-timeout,
+// --exec-audit-file; nothing when exec is off.
+func (e ExecFlags) args() []string {
+	if e.ExecPolicy != string(agent.ExecFull) {
+		return nil
+	}
+	out := []string{"--exec-policy", e.ExecPolicy}
+	for _, r := range e.ExecRoot {
+		out = append(out, "--exec-root", r)
+	}
+	out = append(out, "--max-execs", strconv.Itoa(e.MaxExecs))
+	out = append(out, "--exec-timeout", strconv.Itoa(e.ExecTimeout))
+	if e.ExecAuditFile != "" {
+		out = append(out, "--exec-audit-file", e.ExecAuditFile)
+	}
+	return out
 }
 
 // Run serves until SIGINT or SIGTERM; workers keep running under their
@@ -89,6 +131,7 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		}
 		cfg.DialFrom = ip
 	}
+	c.ExecFlags.apply(&cfg)
 	exe, err := os.Executable()
 	if err != nil {
 		return cfg, fmt.Errorf("locating this binary for the shim: %w", err)

@@ -18,6 +18,7 @@ import (
 
 	"example.com/pifleet/bundle/cache"
 	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/fleet/agent/internal/execplane"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
@@ -57,6 +58,7 @@ type Agent struct {
 	closed    bool
 
 	models modelCache
+	exec   *execplane.Manager // nil unless ExecPolicy is full
 
 	outboxKick chan struct{}
 	deliverMu  sync.Mutex // one delivery pass or replay at a time
@@ -113,6 +115,15 @@ func New(cfg Config) (*Agent, error) {
 		runCancel:  cancel,
 	}
 	a.models.m = map[string]modelProbe{}
+	if cfg.ExecPolicy == ExecFull {
+		a.exec, err = execplane.New(execplane.Config{MaxConcurrent: cfg.MaxExecs, DefaultTimeout: cfg.ExecTimeout,
+			Roots: cfg.ExecRoots, AuditFile: cfg.ExecAuditFile, Env: cfg.Env, Shell: cfg.ExecShell,
+			Now: cfg.Now, Logger: cfg.Logger})
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
 	return a, nil
 }
 
@@ -165,6 +176,11 @@ func (a *Agent) Close() error {
 			insts = append(insts, in)
 		}
 		a.mu.Unlock()
+		if a.exec != nil {
+			// Shutdown aborts every command (reference 1.9); their exits
+			// still reach the owners.
+			_ = a.exec.Close()
+		}
 		for _, p := range peers {
 			p.conn.Close()
 		}
@@ -419,6 +435,11 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	a.mu.Lock()
 	delete(a.peers, p)
 	a.mu.Unlock()
+	if a.exec != nil {
+		if n := a.exec.AbortOwner(p.key); n > 0 {
+			log.Info().Int("executions", n).Msg("owner gone: its commands aborted")
+		}
+	}
 	log.Info().Err(p.conn.Err()).Msg("server disconnected")
 }
 
@@ -430,14 +451,23 @@ func (a *Agent) hello() *transport.HelloFrame {
 		PackageVersion:  a.cfg.Version,
 		Platform:        Platform(),
 		AvailableModels: a.models.known(),
-		Capabilities:    Capabilities(),
+		Capabilities:    a.capabilities(),
 	}
 }
 
-// Capabilities lists what hello announces: pifleet's additional frames
-// (CapabilityPifleet) and the features behind them. The exec plane is not
-// built: "exec-v1" is never announced and exec_start is answered
-// exec_disabled.
+// capabilities adds exec-v1 to Capabilities when the exec plane is on.
+func (a *Agent) capabilities() []string {
+	caps := Capabilities()
+	if a.exec != nil {
+		caps = append(caps, transport.CapabilityExec)
+	}
+	return caps
+}
+
+// Capabilities lists what hello announces whatever the configuration:
+// pifleet's additional frames (CapabilityPifleet) and the features behind
+// them. An agent whose exec plane is on (ExecFull) also announces
+// "exec-v1".
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify}

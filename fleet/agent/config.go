@@ -51,6 +51,16 @@ const (
 	FsOff       = fsservice.AccessOff
 )
 
+// ExecPolicy says whether the pinned server may run commands on this
+// machine (the exec plane).
+type ExecPolicy string
+
+// Exec policies.
+const (
+	ExecOff  ExecPolicy = "off"
+	ExecFull ExecPolicy = "full"
+)
+
 // IPProvider returns the address the listener binds to (the machine's
 // tailscale IPv4 in production). The agent calls it at start and every
 // RebindInterval; when the answer changes, it listens on the new address
@@ -153,6 +163,25 @@ type Config struct {
 	// 15 s and 45 s, reference 1.6).
 	HeartbeatInterval, ExpiryTimeout time.Duration
 
+	// ExecPolicy enables the exec plane: ExecOff (the default: every
+	// exec_start is refused with exec_disabled) or ExecFull (hello then
+	// announces exec-v1 and the pinned server may run commands here).
+	ExecPolicy ExecPolicy
+	// ExecRoots, when set, are the only directory trees commands may run
+	// in.
+	ExecRoots []string
+	// MaxExecs caps running commands (default 4).
+	MaxExecs int
+	// ExecTimeout is a command's timeout when the server names none
+	// (default 300 s; at most 3,600 s either way).
+	ExecTimeout time.Duration
+	// ExecAuditFile is the audit log of every command started and ended
+	// (default <StateDir>/exec-audit.jsonl, mode 0600).
+	ExecAuditFile string
+	// ExecShell runs shell-mode commands, the command appended (default
+	// bash -lc, or sh -lc without bash).
+	ExecShell []string
+
 	// Version is hello's packageVersion (default: the module version from
 	// the build information).
 	Version string
@@ -249,6 +278,27 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.OutboxRetryMax <= 0 {
 		c.OutboxRetryMax = 60 * time.Second
+	}
+	switch c.ExecPolicy {
+	case "":
+		c.ExecPolicy = ExecOff
+	case ExecOff, ExecFull:
+	default:
+		return c, fmt.Errorf("%w: ExecPolicy %q (off or full)", ErrConfig, c.ExecPolicy)
+	}
+	if c.MaxExecs < 0 {
+		return c, fmt.Errorf("%w: MaxExecs %d < 0", ErrConfig, c.MaxExecs)
+	}
+	if c.ExecTimeout < 0 {
+		return c, fmt.Errorf("%w: ExecTimeout %v < 0", ErrConfig, c.ExecTimeout)
+	}
+	for _, r := range c.ExecRoots {
+		if !filepath.IsAbs(r) {
+			return c, fmt.Errorf("%w: exec root %q is not an absolute path", ErrConfig, r)
+		}
+	}
+	if c.ExecAuditFile == "" {
+		c.ExecAuditFile = filepath.Join(c.StateDir, "exec-audit.jsonl")
 	}
 	if c.Version == "" {
 		c.Version = ModuleVersion()

@@ -94,12 +94,12 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 		a.eventsSince(ctx, p, f)
 	case *transport.FsReadFrame, *transport.FsListFrame, *transport.FsGrepFrame, *transport.FsDiffFrame:
 		async(func() transport.Frame { return a.fs(ctx, f) })
-	case *transport.ExecStartFrame, *transport.ExecAbortFrame:
-		p.reply(ctx, errorFrame(f, CodeExecDisabled, "the exec plane is not built into this agent"))
+	case *transport.ExecStartFrame:
+		a.execStart(ctx, p, f)
+	case *transport.ExecAbortFrame:
+		p.reply(ctx, a.execAbort(f))
 	case *transport.ExecListFrame:
-		out := &transport.ExecInstancesFrame{Executions: []transport.ExecRecord{}}
-		out.ID = f.ID
-		p.reply(ctx, out)
+		p.reply(ctx, a.execList(f))
 	case *transport.RebundleFrame:
 		async(func() transport.Frame { return a.rebundle(ctx, f) })
 	case *transport.SetToolsFrame:

@@ -435,7 +435,7 @@ func TestRebundle(t *testing.T) {
 }
 
 // Frames the agent does not serve: exec_* is exec_disabled (the exec plane
-// is not built), rpc to an unknown instance is unknown_instance,
+// is off by default), rpc to an unknown instance is unknown_instance,
 // anything else unexpected_frame; an error frame is never answered.
 func TestRefusedFrames(t *testing.T) {
 	h := newHarness(t, hopts{})
