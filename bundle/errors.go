@@ -116,3 +116,18 @@ type PlatformError struct {
 func (e *PlatformError) Error() string {
 	return fmt.Sprintf("bundle %q supports platforms %s, not %s", e.Bundle, strings.Join(e.Supported, ", "), e.Platform)
 }
+
+// HashPinError reports a pinned bundleHash that is not the version the
+// registry serves. errors.Is(err, CodeHashMismatch) is true.
+type HashPinError struct {
+	Bundle string
+	// Pinned is the hash asked for; Served the registry's.
+	Pinned, Served string
+}
+
+func (e *HashPinError) Error() string {
+	return fmt.Sprintf("bundle %q hash mismatch: pinned %s, the registry serves %s", e.Bundle, e.Pinned, e.Served)
+}
+
+// Is makes errors.Is(err, CodeHashMismatch) true.
+func (e *HashPinError) Is(target error) bool { return target == CodeHashMismatch }

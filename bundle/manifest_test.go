@@ -262,6 +262,16 @@ func TestParseManifestAcceptsTheFullSchema(t *testing.T) {
 	if err := m.CheckPlatform("win32"); !errors.As(err, &pe) || pe.Platform != "win32" || !strings.Contains(err.Error(), "linux, darwin") {
 		t.Errorf("CheckPlatform(win32) = %v", err)
 	}
+	for _, pinned := range []string{"", m.BundleHash} {
+		if err := m.CheckPinnedHash(pinned); err != nil {
+			t.Errorf("CheckPinnedHash(%q) = %v", pinned, err)
+		}
+	}
+	var he *bundle.HashPinError
+	if err := m.CheckPinnedHash("sha256:00"); !errors.As(err, &he) || !errors.Is(err, bundle.CodeHashMismatch) ||
+		he.Served != m.BundleHash || !strings.Contains(err.Error(), "pinned sha256:00") {
+		t.Errorf("CheckPinnedHash(another) = %v", err)
+	}
 	// The typed encoding parses back to the same manifest.
 	typed, err := m.MarshalJSON()
 	if err != nil {

@@ -31,3 +31,14 @@ func (m *Manifest) CheckPlatform(platform string) error {
 	}
 	return &PlatformError{Bundle: m.Name, Platform: platform, Supported: slices.Clone(m.Platforms)}
 }
+
+// CheckPinnedHash returns nil when pinned is empty or is the manifest's
+// bundleHash, and a *HashPinError otherwise: a server checks it against the
+// registry before it asks an agent to start the bundle, so that no agent
+// (whether or not it checks the pin itself) starts another version.
+func (m *Manifest) CheckPinnedHash(pinned string) error {
+	if pinned == "" || pinned == m.BundleHash {
+		return nil
+	}
+	return &HashPinError{Bundle: m.Name, Pinned: pinned, Served: m.BundleHash}
+}

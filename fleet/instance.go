@@ -123,7 +123,10 @@ type SpawnProgress struct {
 
 // SpawnOptions tune a spawn.
 type SpawnOptions struct {
-	// PinnedHash makes the agent refuse any other version of the bundle.
+	// PinnedHash is the only version (bundleHash) of the bundle the worker
+	// may run: Spawn refuses at once when the registry serves another (a
+	// *bundle.HashPinError), and the agent refuses any other it would
+	// sync.
 	PinnedHash string
 	// Model overrides the bundle's model policy.
 	Model *transport.ModelRef
@@ -194,7 +197,8 @@ func (i *Instance) Ended() <-chan struct{} {
 
 // Spawn starts a worker of bundle on agent machine in cwd. The bundle's
 // manifest is read from the registry root and checked against the agent's
-// platform before any frame is sent (a *bundle.PlatformError). A refusal
+// platform (a *bundle.PlatformError) and SpawnOptions.PinnedHash (a
+// *bundle.HashPinError) before any frame is sent. A refusal
 // of the agent is a *SpawnError with its spawn_error code. Spawn returns
 // once the instance is idle (spawned), or failed.
 func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts SpawnOptions) (*Instance, error) {
@@ -239,6 +243,10 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 	if err := man.CheckPlatform(a.platform()); err != nil {
 		f.mu.Unlock()
 		return nil, err // before any frame
+	}
+	if err := man.CheckPinnedHash(opts.PinnedHash); err != nil {
+		f.mu.Unlock()
+		return nil, err // before any frame: a TypeScript agent would not check
 	}
 	if f.regURL != "" {
 		if _, set := env["PI_FLEET_SERVER"]; !set {

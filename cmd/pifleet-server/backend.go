@@ -42,6 +42,7 @@ func apiError(err error) error {
 	var spawnErr *fleet.SpawnError
 	var rebundleErr *fleet.RebundleError
 	var platformErr *bundle.PlatformError
+	var hashErr *bundle.HashPinError
 	var fileErr *fleet.FileError
 	switch {
 	case errors.As(err, &spawnErr):
@@ -50,6 +51,10 @@ func apiError(err error) error {
 		// Checked before any frame is sent; the agent would have said
 		// the same.
 		code, detail = controlapi.CodeSpawnError, "platform_mismatch"
+	case errors.As(err, &hashErr):
+		// Checked against the registry before any frame; an agent that
+		// checks the pin answers the same code.
+		code, detail = controlapi.CodeSpawnError, "bundle_hash_mismatch"
 	case errors.As(err, &rebundleErr):
 		code, detail = controlapi.CodeRebundleFailed, rebundleErr.Code
 	case errors.Is(err, fleet.ErrUnknownInstance):

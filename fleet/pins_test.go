@@ -1,0 +1,39 @@
+package fleet_test
+
+import (
+	"errors"
+	"testing"
+
+	"example.com/pifleet/bundle"
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport"
+)
+
+// A spawn pinned to a bundleHash the registry does not serve is refused
+// by the fleet before any frame: the test peer, like the TypeScript
+// agent, would start whatever it was asked to. The next spawn, pinned to
+// the served version, is the first the agent sees, with its pin.
+func TestSpawnPinnedToAnotherHashIsRefusedBeforeAnyFrame(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	man, err := registry.Show(tf.regRoot, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	_, err = tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{PinnedHash: wrong})
+	var he *bundle.HashPinError
+	if !errors.As(err, &he) || !errors.Is(err, bundle.CodeHashMismatch) || he.Pinned != wrong || he.Served != man.BundleHash {
+		t.Fatalf("Spawn pinned to another hash: %v", err)
+	}
+	if st := tf.Status(t.Context()); len(st.Instances) != 0 {
+		t.Errorf("a refused spawn left instances: %+v", st.Instances)
+	}
+	if _, err := tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{PinnedHash: man.BundleHash}); err != nil {
+		t.Fatal(err)
+	}
+	if sp := nextFrame[*transport.SpawnFrame](t, peer); sp.BundleHash != man.BundleHash {
+		t.Errorf("the first spawn frame the agent got: %+v", sp)
+	}
+}
