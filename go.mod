@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/alecthomas/kong v1.17.0
+	github.com/chromedp/chromedp v0.23.1
 	github.com/google/go-cmp v0.7.0
 	github.com/jpillora/backoff v1.1.0
 	github.com/looplab/fsm v1.0.3
@@ -14,4 +15,8 @@ require (
 	golang.org/x/sys v0.45.0
 )
 
-require github.com/mattn/go-colorable v0.1.14 // indirect
+require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+)

@@ -88,6 +88,41 @@ func (i *Instance) SessionPath() string {
 	return ""
 }
 
+// Transcript returns the last limit entries of the worker's session file,
+// oldest first, as the fleet mirrors them (first brought up to date, when
+// the agent answers within ctx); more reports older ones. A worker whose
+// session file does not exist yet has none.
+func (i *Instance) Transcript(ctx context.Context, limit int) (entries []json.RawMessage, more bool, err error) {
+	i.f.mu.Lock()
+	inst := i.f.instances[i.id]
+	var agent, path string
+	var policyErr error
+	if inst != nil {
+		agent, path = inst.agent, inst.rec.SessionPath
+		// The machine's policy decides even while it is away.
+		if a := i.f.agents[agent]; a != nil && a.policy != "" {
+			policyErr = trust.Check(a.identity, a.policy, trust.OpView)
+		}
+	}
+	i.f.mu.Unlock()
+	if inst == nil {
+		return nil, false, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
+	}
+	if policyErr != nil {
+		return nil, false, policyErr
+	}
+	if path == "" {
+		return nil, false, nil
+	}
+	// Best effort: an agent that is away leaves the mirror as it is.
+	_ = i.f.CatchUp(ctx, i.id)
+	m, err := i.f.mirror(agent, path)
+	if err != nil {
+		return nil, false, err
+	}
+	return m.Tail(limit)
+}
+
 // ListSessions returns the sessions of the registry that match filter,
 // newest first. Baselines are flagged stale from the last HEAD seen for
 // their repository (RefreshBaselines checks again).

@@ -177,6 +177,52 @@ func (m *Mirror) undo(err error) error {
 	return fmt.Errorf("session: mirror %s: %w", m.path, err)
 }
 
+// Tail returns the last n mirrored entries, oldest first, each byte for
+// byte as mirrored; more reports that older ones exist. n <= 0 returns
+// none. It reads the file backwards from its end, so the cost grows with
+// what it returns, not with the session.
+func (m *Mirror) Tail(n int) (entries []json.RawMessage, more bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fh == nil {
+		return nil, false, fmt.Errorf("session: mirror %s is closed", m.path)
+	}
+	if n <= 0 {
+		return nil, len(m.ids) > 0, nil
+	}
+	const chunk = 64 << 10
+	var (
+		buf []byte // the bytes read so far, from off to m.size
+		off = m.size
+	)
+	for off > 0 && bytes.Count(buf, []byte{'\n'}) <= n {
+		step := min(int64(chunk), off)
+		off -= step
+		b := make([]byte, step, int(step)+len(buf))
+		if _, err := m.fh.ReadAt(b, off); err != nil {
+			return nil, false, fmt.Errorf("session: mirror %s: %w", m.path, err)
+		}
+		buf = append(b, buf...)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf, []byte{'\n'}), []byte{'\n'})
+	if off > 0 {
+		lines = lines[1:] // the first may be cut by the chunk boundary
+	}
+	var out []json.RawMessage
+	for _, l := range lines {
+		if !isBlank(l) {
+			out = append(out, json.RawMessage(l))
+		}
+	}
+	if len(out) > n {
+		out, more = out[len(out)-n:], true
+	}
+	if off > 0 {
+		more = true
+	}
+	return out, more, nil
+}
+
 // Sync makes every append so far durable.
 func (m *Mirror) Sync() error {
 	m.mu.Lock()

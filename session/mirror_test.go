@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,4 +182,47 @@ func FuzzOpenMirror(f *testing.F) {
 			t.Fatalf("last %q after appending %s", m2.LastEntryID(), id)
 		}
 	})
+}
+
+func TestMirrorTailReadsTheLastEntriesAcrossChunks(t *testing.T) {
+	m := openMirror(t, filepath.Join(t.TempDir(), "s.jsonl"))
+	if got, more, err := m.Tail(5); err != nil || len(got) != 0 || more {
+		t.Fatalf("empty mirror: %d entries, more %v, %v", len(got), more, err)
+	}
+	// Entries of ~1 KiB, so that 300 of them span several 64 KiB chunks.
+	pad := strings.Repeat("x", 1000)
+	var all []json.RawMessage
+	parent := ""
+	for i := range 300 {
+		id := fmt.Sprintf("%08x", i+1)
+		all = append(all, entryLine(id, parent, fmt.Sprintf("%d %s", i, pad)))
+		parent = id
+	}
+	if err := m.Append(all); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n    int
+		want []json.RawMessage
+		more bool
+	}{
+		{0, nil, true},
+		{1, all[299:], true},
+		{70, all[230:], true}, // crosses a chunk boundary
+		{300, all, false},
+		{1000, all, false},
+	} {
+		got, more, err := m.Tail(c.n)
+		if err != nil {
+			t.Fatalf("Tail(%d): %v", c.n, err)
+		}
+		if more != c.more || len(got) != len(c.want) {
+			t.Fatalf("Tail(%d): %d entries, more %v; want %d, %v", c.n, len(got), more, len(c.want), c.more)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], c.want[i]) {
+				t.Fatalf("Tail(%d)[%d] = %.40s…, want %.40s…", c.n, i, got[i], c.want[i])
+			}
+		}
+	}
 }

@@ -341,6 +341,25 @@ func (b *fleetBackend) Stop(ctx context.Context, id string) error {
 }
 
 // Output converts the instance's output.
+// transcriptCatchUp bounds the catch-up of the session mirror before a
+// transcript: a slow agent leaves the mirror as it is.
+const transcriptCatchUp = 3 * time.Second
+
+// Transcript reads the mirror of the instance's session file.
+func (b *fleetBackend) Transcript(ctx context.Context, id string, limit int) (controlapi.Transcript, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return controlapi.Transcript{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, transcriptCatchUp)
+	defer cancel()
+	entries, more, err := in.Transcript(cctx, limit)
+	if err != nil {
+		return controlapi.Transcript{}, apiError(err)
+	}
+	return controlapi.Transcript{Entries: entries, Truncated: more}, nil
+}
+
 func (b *fleetBackend) Output(ctx context.Context, id string) (controlapi.Output, error) {
 	in, err := b.instance(id)
 	if err != nil {

@@ -6,7 +6,7 @@
 //	pifleet-server bundle publish --registry DIR --name NAME SRC
 //	pifleet-server bundle list --registry DIR
 //	pifleet-server bundle show --registry DIR NAME
-//	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR]
+//	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR] [--ui 127.0.0.1:9791]
 //	pifleet-server status | tasks | watch | doctor | sessions       [--json]
 //	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
 //	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
@@ -15,7 +15,7 @@
 //	pifleet-server reject TASK FEEDBACK
 //	pifleet-server trust list | trust set MACHINE allow|steer|deny
 //	pifleet-server rebundle INSTANCE BUNDLE | tools INSTANCE a,b | model INSTANCE provider/id
-//	pifleet-server ui answer REQUEST VALUE
+//	pifleet-server ui [--no-open] | ui answer REQUEST VALUE
 //	pifleet-server sessions [--machine M] [--kind baseline|task|scratch] | sessions search QUERY [--machine M] [--cwd DIR]
 //	pifleet-server baseline create --agent NAME --cwd DIR --bundle NAME [--prompt TEXT] [--repo NAME]
 //	pifleet-server resume SESSION [--attach] [--bundle NAME] [--machine M]
@@ -56,7 +56,7 @@ type CLI struct {
 	Rebundle RebundleCmd `cmd:"" group:"Client" help:"Switch a running instance to another bundle."`
 	Tools    ToolsCmd    `cmd:"" group:"Client" help:"Set an instance's active tools."`
 	Model    ModelCmd    `cmd:"" group:"Client" help:"Switch an instance's model."`
-	UI       UICmd       `cmd:"" name:"ui" group:"Client" help:"Answer worker dialogs."`
+	UI       UICmd       `cmd:"" name:"ui" group:"Client" help:"Log a browser into the web page (serve --ui), or answer worker dialogs."`
 	Doctor   DoctorCmd   `cmd:"" group:"Client" help:"Check tailscale, every agent and the registry; non-zero exit on failure."`
 	Sessions SessionsCmd `cmd:"" group:"Client" help:"List the agents' sessions (baselines flagged stale), or search their contents."`
 	Baseline BaselineCmd `cmd:"" group:"Client" help:"Create baseline sessions."`

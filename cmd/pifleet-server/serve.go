@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,6 +18,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/fleet/controlapi/webui"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -39,12 +41,16 @@ type ServeCmd struct {
 	Tailscale      string   `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE" placeholder:"PATH"`
 	API            string   `help:"Control API address: unix:PATH or 127.0.0.1:PORT (TCP requires the bearer token the server writes beside the socket). Default: unix:<state-dir>/control.sock." env:"PIFLEET_API" placeholder:"ADDR"`
 	APIAllowRemote bool     `help:"Allow --api outside loopback (the token is then the only guard)." env:"PIFLEET_API_ALLOW_REMOTE"`
+	UI             string   `help:"Serve the web page at this address, e.g. 127.0.0.1:9791 (a bare :PORT means loopback); open it with pifleet-server ui." env:"PIFLEET_UI" placeholder:"ADDR"`
+	UIAllowRemote  bool     `help:"Allow --ui outside loopback (the one-time login and the session cookie are then the only guard; put TLS in front)." env:"PIFLEET_UI_ALLOW_REMOTE"`
 }
 
 // served is what a running serve reports once it accepts requests.
 type served struct {
 	API      controlapi.Addr
 	Registry string
+	// UI is the web page's URL, when --ui is set.
+	UI string
 }
 
 // Run serves until SIGINT or SIGTERM.
@@ -92,6 +98,13 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 		return err
 	}
 	defer apiLn.Close()
+	var uiLn net.Listener
+	if c.UI != "" {
+		if uiLn, err = c.uiListen(); err != nil {
+			return err
+		}
+		defer uiLn.Close()
+	}
 	var srvOpts []controlapi.ServerOption
 	if !apiAddr.IsUnix() {
 		apiAddr.Address = apiLn.Addr().String()
@@ -163,12 +176,69 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 	backend := &fleetBackend{f: f, watchBuffer: 1024,
 		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second, caches: f}.run}
 	srvOpts = append(srvOpts, controlapi.WithLogger(log))
-	log.Info().Str("api", apiAddr.String()).Str("registry", regURL).Str("stateDir", c.StateDir).
+	var uiURL string
+	if uiLn != nil {
+		page, auth, err := c.webPage(uiLn, backend, log)
+		if err != nil {
+			return err
+		}
+		uiURL = auth.BaseURL()
+		srvOpts = append(srvOpts, controlapi.WithWebAuth(auth)) // pifleet-server ui mints its logins here
+		uiDone := make(chan error, 1)
+		uctx, stopUI := context.WithCancel(ctx)
+		go func() { uiDone <- controlapi.Serve(uctx, uiLn, page, 5*time.Second) }()
+		defer func() {
+			stopUI()
+			if err := <-uiDone; err != nil {
+				log.Error().Err(err).Msg("web page server stopped")
+			}
+		}()
+	}
+	log.Info().Str("api", apiAddr.String()).Str("registry", regURL).Str("ui", uiURL).Str("stateDir", c.StateDir).
 		Int("agents", len(c.Agent)).Msg("pifleet-server serving")
 	if ready != nil {
-		ready(served{API: apiAddr, Registry: regURL})
+		ready(served{API: apiAddr, Registry: regURL, UI: uiURL})
 	}
 	return controlapi.Serve(ctx, apiLn, controlapi.NewServer(backend, srvOpts...), 5*time.Second)
+}
+
+// uiListen opens --ui: loopback unless --ui-allow-remote, a bare :PORT on
+// loopback.
+func (c *ServeCmd) uiListen() (net.Listener, error) {
+	addr := c.UI
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	a, err := controlapi.ParseAddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--ui: %w", err)
+	}
+	if a.IsUnix() {
+		return nil, fmt.Errorf("--ui %s: the web page needs a TCP address (127.0.0.1:9791)", c.UI)
+	}
+	l, err := controlapi.Listen(a, controlapi.ListenOptions{AllowRemote: c.UIAllowRemote})
+	if err != nil {
+		return nil, fmt.Errorf("--ui: %w", err)
+	}
+	return l, nil
+}
+
+// webPage is the web page over the control API: the page's requests go
+// through a control API server of their own, which takes the browser
+// session in place of the token and enforces its CSRF rules.
+func (c *ServeCmd) webPage(l net.Listener, backend controlapi.Backend, log zerolog.Logger) (http.Handler, *controlapi.WebAuth, error) {
+	tok, err := controlapi.LoadOrCreateToken(filepath.Join(c.StateDir, controlapi.TokenName))
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := l.Addr().String()
+	auth := controlapi.NewWebAuth("http://"+addr, tok)
+	api := controlapi.NewServer(backend, controlapi.WithToken(tok), controlapi.WithWebAuth(auth), controlapi.WithLogger(log))
+	opts := webui.Options{Log: &log}
+	if !c.UIAllowRemote {
+		opts.Hosts = webui.LoopbackHosts(addr)
+	}
+	return webui.New(api, auth, opts), auth, nil
 }
 
 // identity returns the whois in force, and tailscale when it is the one.

@@ -49,6 +49,9 @@ type Backend interface {
 	// (or when the backend shuts down). Changes are delivered in the order
 	// they happened; Seq is assigned by the server.
 	Watch(ctx context.Context) (<-chan Change, error)
+	// Transcript returns the last limit entries of the instance's
+	// session file, oldest first (1 <= limit <= MaxTranscriptLimit).
+	Transcript(ctx context.Context, instanceID string, limit int) (Transcript, error)
 	// Rebundle switches a running instance to another bundle.
 	Rebundle(ctx context.Context, instanceID, bundle string) (RebundleResult, error)
 	// SetTools sets the worker's active tools and returns the tools now

@@ -21,18 +21,19 @@ type recordingBackend struct {
 	spawnProgress []SpawnProgress
 	spawnErr      error
 
-	status   Status
-	output   Output
-	tasks    []Task
-	trust    []TrustDecision
-	doctor   DoctorReport
-	prompt   PromptResult
-	reject   RejectResult
-	rebundle RebundleResult
-	sessions []Session
-	search   SearchResult
-	baseline Baseline
-	resume   SpawnResult
+	status     Status
+	output     Output
+	tasks      []Task
+	trust      []TrustDecision
+	doctor     DoctorReport
+	prompt     PromptResult
+	reject     RejectResult
+	rebundle   RebundleResult
+	sessions   []Session
+	search     SearchResult
+	baseline   Baseline
+	resume     SpawnResult
+	transcript Transcript
 
 	// changes feeds Watch; watchCtx receives each Watch's context.
 	changes  chan Change
@@ -59,6 +60,10 @@ func (b *recordingBackend) Calls() string {
 func js(v any) string {
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+func (b *recordingBackend) Transcript(_ context.Context, id string, limit int) (Transcript, error) {
+	return b.transcript, b.record("Transcript %s %d", id, limit)
 }
 
 func (b *recordingBackend) Status(context.Context) (Status, error) {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -327,6 +328,27 @@ func (c *Client) CreateBaseline(ctx context.Context, req BaselineRequest) (Basel
 	var b Baseline
 	err := c.call(ctx, http.MethodPost, "/baselines", req, &b)
 	return b, err
+}
+
+// Transcript returns the last limit entries of the instance's session
+// file (0: the server's default).
+func (c *Client) Transcript(ctx context.Context, instanceID string, limit int) (Transcript, error) {
+	path := "/instances/" + seg(instanceID) + "/transcript"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	var t Transcript
+	err := c.call(ctx, http.MethodGet, path, nil, &t)
+	return t, err
+}
+
+// WebLogin mints a one-time login for the server's web page: its URL
+// logs one browser in, once, before it expires. not_supported when the
+// server serves no page.
+func (c *Client) WebLogin(ctx context.Context) (WebLogin, error) {
+	var l WebLogin
+	err := c.call(ctx, http.MethodPost, "/web/logins", nil, &l)
+	return l, err
 }
 
 func withQuery(path string, q url.Values) string {

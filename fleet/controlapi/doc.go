@@ -16,6 +16,15 @@
 // 0600, beside the socket), because a loopback port is open to every user
 // of the machine.
 //
+// # The web page
+//
+// A WebAuth (NewWebAuth) turns one-time logins (WebLogin, minted by POST
+// /v1/web/logins) or the pasted token into browser sessions: an HttpOnly,
+// SameSite=Strict cookie. A Server given WithWebAuth takes such a session
+// in place of the bearer token, refuses it from another site, and asks
+// every request that changes something for the session's CSRF token in
+// the X-CSRF-Token header. Package webui is the page.
+//
 // # Endpoints (all under /v1)
 //
 //	GET  /v1/status                    Status
@@ -25,6 +34,7 @@
 //	POST /v1/instances/{id}/abort      → 204
 //	POST /v1/instances/{id}/stop       → 204 once stopped
 //	GET  /v1/instances/{id}/output     Output
+//	GET  /v1/instances/{id}/transcript?limit=N  Transcript
 //	POST /v1/instances/{id}/rebundle   RebundleRequest → RebundleResult
 //	PUT  /v1/instances/{id}/tools      ToolsRequest → ToolsRequest (the tools now active)
 //	PUT  /v1/instances/{id}/model      ModelRef → 204
@@ -40,6 +50,7 @@
 //	GET  /v1/sessions/search?q=&machine=&cwd=  SearchResult
 //	POST /v1/sessions/resume           ResumeRequest → as spawn
 //	POST /v1/baselines                 BaselineRequest → Baseline
+//	POST /v1/web/logins                → WebLogin (a one-time login for the web page)
 //
 // A spawn (and a resume) answers with plain JSON when it ends before the
 // agent reported any progress; otherwise the answer is

@@ -14,6 +14,7 @@ const (
 	CodeBadRequest       Code = "bad_request"        // 400: malformed body or argument
 	CodeUnauthorized     Code = "unauthorized"       // 401: missing or wrong bearer token
 	CodePolicyRefused    Code = "policy_refused"     // 403: the machine's trust policy forbids it
+	CodeCSRFRefused      Code = "csrf_refused"       // 403: a browser request without its CSRF token, or from another site
 	CodeUnknownInstance  Code = "unknown_instance"   // 404
 	CodeUnknownTask      Code = "unknown_task"       // 404
 	CodeUnknownAgent     Code = "unknown_agent"      // 404
@@ -39,7 +40,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodePolicyRefused:
+	case CodePolicyRefused, CodeCSRFRefused:
 		return http.StatusForbidden
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
 		CodeUnknownSession, CodeUnknownEndpoint:
@@ -86,6 +87,7 @@ var (
 	ErrBadRequest       = &Error{Code: CodeBadRequest}
 	ErrUnauthorized     = &Error{Code: CodeUnauthorized}
 	ErrPolicyRefused    = &Error{Code: CodePolicyRefused}
+	ErrCSRFRefused      = &Error{Code: CodeCSRFRefused}
 	ErrUnknownInstance  = &Error{Code: CodeUnknownInstance}
 	ErrUnknownTask      = &Error{Code: CodeUnknownTask}
 	ErrUnknownAgent     = &Error{Code: CodeUnknownAgent}

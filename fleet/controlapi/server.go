@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type SpawnLine struct {
 type Server struct {
 	b     Backend
 	token string
+	web   *WebAuth
 	log   zerolog.Logger
 	mux   *http.ServeMux
 }
@@ -50,6 +52,12 @@ type ServerOption func(*Server)
 // WithToken makes every request present "Authorization: Bearer token"
 // (TCP mode).
 func WithToken(token string) ServerOption { return func(s *Server) { s.token = token } }
+
+// WithWebAuth also accepts the browser sessions of a (a session cookie,
+// with the CSRF token on every change) and serves POST /v1/web/logins,
+// which mints one-time logins for a's page. A browser session may do what
+// the bearer token may, except minting logins.
+func WithWebAuth(a *WebAuth) ServerOption { return func(s *Server) { s.web = a } }
 
 // WithLogger logs each failed request and stream (default zerolog.Nop()).
 func WithLogger(l zerolog.Logger) ServerOption { return func(s *Server) { s.log = l } }
@@ -68,6 +76,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/abort", s.abort)
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/stop", s.stop)
 	s.mux.HandleFunc("GET "+p+"/instances/{id}/output", s.output)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/transcript", s.transcript)
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/rebundle", s.rebundle)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/tools", s.tools)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/model", s.model)
@@ -83,22 +92,55 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("GET "+p+"/sessions/search", s.searchSessions)
 	s.mux.HandleFunc("POST "+p+"/sessions/resume", s.resume)
 	s.mux.HandleFunc("POST "+p+"/baselines", s.createBaseline)
+	s.mux.HandleFunc("POST "+p+"/web/logins", s.webLogin)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
 	})
 	return s
 }
 
-// ServeHTTP checks the token, then routes.
+// ServeHTTP checks the token (or the browser session), then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.token != "" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !tokenMatches(got, s.token) {
-			s.fail(w, r, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token"})
-			return
-		}
+	browser, err := s.authenticate(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if browser {
+		r = r.WithContext(context.WithValue(r.Context(), browserKey{}, true))
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// browserKey marks the context of a request authenticated by a browser
+// session.
+type browserKey struct{}
+
+// authenticate admits a request: no guard configured (the unix socket's
+// permissions are the guard), the bearer token, or a browser session with
+// its CSRF rules. browser reports the last.
+func (s *Server) authenticate(r *http.Request) (browser bool, err *Error) {
+	if s.token == "" && s.web == nil {
+		return false, nil
+	}
+	if h := r.Header.Get("Authorization"); h != "" || s.web == nil {
+		got, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok || s.token == "" || !tokenMatches(got, s.token) {
+			return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
+		}
+		return false, nil
+	}
+	csrf, ok := s.web.Session(r)
+	if !ok {
+		if s.token == "" { // a socket that also mints logins
+			return false, nil
+		}
+		return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token or session cookie (log in with pifleet-server ui)"}
+	}
+	if e := checkBrowser(r, csrf); e != nil {
+		return true, e
+	}
+	return true, nil
 }
 
 // Serve serves h on l until ctx is done, then stops: open streams (watch)
@@ -300,6 +342,23 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, r, out, err)
 }
 
+func (s *Server) transcript(w http.ResponseWriter, r *http.Request) {
+	limit := DefaultTranscriptLimit
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > MaxTranscriptLimit {
+			s.fail(w, r, badRequest("limit %q is not a number from 1 to %d", q, MaxTranscriptLimit))
+			return
+		}
+		limit = n
+	}
+	t, err := s.b.Transcript(r.Context(), r.PathValue("id"), limit)
+	if t.Entries == nil {
+		t.Entries = []json.RawMessage{}
+	}
+	s.reply(w, r, t, err)
+}
+
 func (s *Server) rebundle(w http.ResponseWriter, r *http.Request) {
 	var req RebundleRequest
 	if err := decode(r, &req); err != nil {
@@ -485,6 +544,17 @@ func (s *Server) createBaseline(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := s.b.CreateBaseline(r.Context(), req)
 	s.reply(w, r, b, err)
+}
+
+func (s *Server) webLogin(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.web == nil:
+		s.fail(w, r, &Error{Code: CodeNotSupported, Message: "this server serves no web page (start serve with --ui ADDR)"})
+	case r.Context().Value(browserKey{}) != nil:
+		s.fail(w, r, &Error{Code: CodeUnauthorized, Message: "a browser session cannot mint logins; run pifleet-server ui"})
+	default:
+		writeJSON(w, http.StatusOK, s.web.NewLogin())
+	}
 }
 
 // watch streams changes as server-sent events: "id: SEQ", "event: KIND",

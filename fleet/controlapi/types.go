@@ -425,6 +425,22 @@ type Output struct {
 	LastAssistant string          `json:"lastAssistant,omitempty"`
 }
 
+// Transcript is the latest entries of an instance's session file (GET
+// /v1/instances/{id}/transcript?limit=N), as the server mirrors them.
+type Transcript struct {
+	// Entries are pi session entries verbatim, oldest first.
+	Entries []json.RawMessage `json:"entries"`
+	// Truncated: older entries exist; ask with a larger limit.
+	Truncated bool `json:"truncated"`
+}
+
+// Transcript limits: the default number of entries and the most one
+// answer holds.
+const (
+	DefaultTranscriptLimit = 200
+	MaxTranscriptLimit     = 5000
+)
+
 // Disposition says what happens to a worker after its task is accepted.
 type Disposition string
 

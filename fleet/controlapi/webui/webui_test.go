@@ -1,0 +1,348 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/browsertest"
+)
+
+// step bounds each browser step; it never paces a test.
+const step = 20 * time.Second
+
+// fakeFleet is a scripted Backend for the page's own tests: a fleet of
+// instances and tasks set by the test, and a watch stream it feeds. The
+// real fleet behind the page is tested in cmd/pifleet-server.
+type fakeFleet struct {
+	controlapi.Backend // what a test does not script panics
+
+	mu         sync.Mutex
+	status     controlapi.Status
+	output     map[string]controlapi.Output
+	transcript map[string]controlapi.Transcript
+	calls      []string
+	watchers   []chan controlapi.Change
+}
+
+func newFakeFleet() *fakeFleet {
+	return &fakeFleet{output: map[string]controlapi.Output{}, transcript: map[string]controlapi.Transcript{}}
+}
+
+func (f *fakeFleet) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeFleet) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeFleet) Status(context.Context) (controlapi.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, _ := json.Marshal(f.status) // a copy: the test may change it meanwhile
+	var st controlapi.Status
+	_ = json.Unmarshal(b, &st)
+	return st, nil
+}
+
+func (f *fakeFleet) setStatus(fn func(*controlapi.Status)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(&f.status)
+}
+
+func (f *fakeFleet) Output(_ context.Context, id string) (controlapi.Output, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.output[id], nil
+}
+
+func (f *fakeFleet) Transcript(_ context.Context, id string, _ int) (controlapi.Transcript, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.transcript[id], nil
+}
+
+func (f *fakeFleet) Accept(_ context.Context, id string, d controlapi.Disposition) error {
+	f.record(fmt.Sprintf("accept %s %s", id, d))
+	return nil
+}
+
+func (f *fakeFleet) Reject(_ context.Context, id, feedback string) (controlapi.RejectResult, error) {
+	f.record(fmt.Sprintf("reject %s %q", id, feedback))
+	return controlapi.RejectResult{}, nil
+}
+
+func (f *fakeFleet) Watch(ctx context.Context) (<-chan controlapi.Change, error) {
+	ch := make(chan controlapi.Change, 4096)
+	f.mu.Lock()
+	f.watchers = append(f.watchers, ch)
+	f.mu.Unlock()
+	out := make(chan controlapi.Change)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-ch:
+				select {
+				case out <- c:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// publish sends c to every watcher; false when one's buffer is full.
+func (f *fakeFleet) publish(c controlapi.Change) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ok := true
+	for _, w := range f.watchers {
+		select {
+		case w <- c:
+		default:
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (f *fakeFleet) watching() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.watchers)
+}
+
+// page serves the web page over b on loopback until the test ends, with
+// the control API in front as pifleet-server wires it.
+type page struct {
+	URL  string
+	Auth *controlapi.WebAuth
+}
+
+func servePage(t *testing.T, b controlapi.Backend) page {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + l.Addr().String()
+	auth := controlapi.NewWebAuth(base, "the-token")
+	api := controlapi.NewServer(b, controlapi.WithToken("the-token"), controlapi.WithWebAuth(auth))
+	h := New(api, auth, Options{Hosts: LoopbackHosts(l.Addr().String())})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- controlapi.Serve(ctx, l, h, time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return page{URL: base, Auth: auth}
+}
+
+// login opens the page in the browser through a one-time login.
+func (p page) login(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if err := browsertest.Within(ctx, step,
+		chromedp.Navigate(p.Auth.NewLogin().URL),
+		chromedp.WaitVisible(chromedp.CSS("#live.on")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+}
+
+// hostile is worker output that would run script if the page parsed it.
+const hostile = `<script>window.__pwned = "script"</script><img src=x onerror="window.__pwned = 'img'"> done`
+
+func TestWorkerOutputIsShownAsText(t *testing.T) {
+	b := newFakeFleet()
+	b.status = controlapi.Status{
+		Agents: []controlapi.Agent{{Name: "box", State: "established", Policy: "steer", Platform: "linux-x64"}},
+		Instances: []controlapi.Instance{{ID: "i-1", Agent: "box", Cwd: "/src/<b>app</b>", State: "awaiting_review",
+			Bundle: "default", Activity: `<img src=x onerror="window.__pwned='activity'">`, OpenTask: "t-1"}},
+		Tasks: []controlapi.Task{{ID: "t-1", InstanceID: "i-1", Agent: "box", State: "awaiting_review", Prompt: hostile,
+			MaxRejects: 3, LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: hostile}}},
+	}
+	b.transcript["i-1"] = controlapi.Transcript{Entries: []json.RawMessage{
+		entry("e1", `{"role":"user","content":[{"type":"text","text":"please <script>alert(1)</script>"}],"timestamp":1}`),
+		entry("e2", `{"role":"assistant","content":[{"type":"thinking","thinking":"<img src=x onerror=\"window.__pwned='thinking'\">"},`+
+			`{"type":"text","text":`+jsonString(hostile)+`},{"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"echo '<script>x</script>'"}}],"timestamp":2}`),
+		entry("e3", `{"role":"toolResult","toolCallId":"c1","toolName":"bash","content":[{"type":"text","text":"<img src=x onerror=\"window.__pwned='tool'\">"}],"isError":false,"timestamp":3}`),
+	}}
+	p := servePage(t, b)
+	ctx := browsertest.New(t, browsertest.Options{})
+	p.login(t, ctx)
+
+	// The review shows the prompt and the last message as text.
+	if err := browsertest.Within(ctx, step,
+		chromedp.Navigate(p.URL+"/#/review"),
+		chromedp.WaitVisible(chromedp.CSS(`article.review[data-task="t-1"] .last`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	last, err := browsertest.Eval[string](ctx, step, `document.querySelector('article.review .last').textContent`)
+	if err != nil || last != hostile {
+		t.Errorf("last message shown as %q (%v), want the text %q", last, err, hostile)
+	}
+	// The worker's transcript and card.
+	if err := browsertest.Within(ctx, step,
+		chromedp.Navigate(p.URL+"/#/worker/i-1"),
+		chromedp.WaitVisible(chromedp.CSS(`#w-transcript li.tool .result pre`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	text, err := browsertest.Eval[string](ctx, step, `document.querySelector('#w-transcript').textContent`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"please <script>alert(1)</script>", hostile, `onerror="window.__pwned='tool'"`, "echo '<script>x</script>'"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("transcript lacks the text %q:\n%s", want, text)
+		}
+	}
+	if err := browsertest.Within(ctx, step, chromedp.Navigate(p.URL+"/#/workers"), chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-1"]`))); err != nil {
+		t.Fatal(err)
+	}
+	type verdict struct {
+		Pwned   any `json:"pwned"`
+		Images  int `json:"images"`
+		Scripts int `json:"scripts"`
+	}
+	v, err := browsertest.Eval[verdict](ctx, step,
+		`({pwned: window.__pwned ?? null, images: document.querySelectorAll('main img').length, scripts: document.querySelectorAll('main script').length})`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Pwned != nil || v.Images != 0 || v.Scripts != 0 {
+		t.Errorf("worker output became markup: %+v", v)
+	}
+	shot(t, ctx, "xss")
+}
+
+func entry(id, message string) json.RawMessage {
+	return json.RawMessage(`{"type":"message","id":"` + id + `","parentId":null,"timestamp":"2026-12-01T20:00:00Z","message":` + message + `}`)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// shot saves a screenshot when PIFLEET_SCREENSHOTS names a directory
+// (docs/screenshots are made this way).
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("PIFLEET_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRequestsWithoutSessionOrCSRFAreRefused checks the page's guard at
+// the HTTP level: no cookie, no CSRF token, a foreign Host.
+func TestRequestsWithoutSessionOrCSRFAreRefused(t *testing.T) {
+	b := newFakeFleet()
+	p := servePage(t, b)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	// Log in as a browser would.
+	resp, err := hc.Get(p.Auth.NewLogin().URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	cookie := resp.Cookies()[0]
+	csrfOf := func() string {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(cookie)
+		c, _ := p.Auth.Session(r)
+		return c
+	}
+
+	do := func(method, path string, set func(*http.Request)) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, p.URL+path, strings.NewReader(`{"feedback":"no"}`))
+		if set != nil {
+			set(req)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	withCookie := func(r *http.Request) { r.AddCookie(cookie) }
+	cases := []struct {
+		name   string
+		method string
+		path   string
+		set    func(*http.Request)
+		want   int
+	}{
+		{"API without cookie", "GET", "/v1/status", nil, 401},
+		{"change without cookie", "POST", "/v1/tasks/t-1/reject", func(r *http.Request) { r.Header.Set(controlapi.CSRFHeader, csrfOf()) }, 401},
+		{"change without CSRF token", "POST", "/v1/tasks/t-1/reject", withCookie, 403},
+		{"logout without CSRF token", "POST", "/logout", withCookie, 403},
+		{"foreign Host (DNS rebinding)", "GET", "/v1/status", func(r *http.Request) { withCookie(r); r.Host = "evil.example:80" }, 421},
+		{"used login link", "GET", "/login?code=nope", nil, 401},
+		{"reads with cookie", "GET", "/v1/status", withCookie, 200},
+		{"change with cookie and CSRF token", "POST", "/v1/tasks/t-1/reject", func(r *http.Request) {
+			withCookie(r)
+			r.Header.Set(controlapi.CSRFHeader, csrfOf())
+		}, 200},
+	}
+	for _, c := range cases {
+		resp := do(c.method, c.path, c.set)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %s %s = %d, want %d", c.name, c.method, c.path, resp.StatusCode, c.want)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); csp != ContentSecurityPolicy {
+			t.Errorf("%s: CSP %q", c.name, csp)
+		}
+	}
+	if got := b.Calls(); len(got) != 1 || got[0] != `reject t-1 "no"` {
+		t.Errorf("backend calls %q, want only the one with cookie and CSRF token", got)
+	}
+	// The page without a session is the login page, not the app.
+	resp = do("GET", "/", nil)
+	if resp.StatusCode != 200 {
+		t.Errorf("page without session: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,104 @@
+// Package browsertest drives a real headless Chromium from Go tests, with
+// chromedp: the browser the web page's tests run in.
+//
+// The browser is Debian's chromium (.ci/run installs it), or the one named
+// by PIFLEET_CHROMIUM. Without one a test skips with a message, unless CI
+// is set: there a missing browser fails the test.
+package browsertest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// EnvChromium names the browser binary when it is not on PATH.
+const EnvChromium = "PIFLEET_CHROMIUM"
+
+// SkipMessage is the reason a browser test is skipped.
+const SkipMessage = "no chromium found: install it (apt-get install -y chromium) or set PIFLEET_CHROMIUM"
+
+// Find returns the browser's path, skipping the test (failing it under CI)
+// when there is none.
+func Find(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(EnvChromium); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal(SkipMessage + " (CI is set: browser tests must run)")
+	}
+	t.Skip(SkipMessage)
+	return ""
+}
+
+// Options tune the browser.
+type Options struct {
+	// Width and Height are the window's size (default 1400×900).
+	Width, Height int
+}
+
+// New starts a fresh headless browser (its own profile in a temporary
+// directory, no network services of its own) and returns a context of
+// its first tab. The browser ends with the test.
+func New(t testing.TB, o Options) context.Context {
+	t.Helper()
+	path := Find(t)
+	if o.Width == 0 {
+		o.Width, o.Height = 1400, 900
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(o.Width, o.Height),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	// Start the browser now, so that a broken one fails here.
+	if err := chromedp.Do(ctx); err != nil {
+		cancelTab()
+		cancelAlloc()
+		t.Fatalf("start %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// Within bounds one step of a test: a broken page fails with a deadline
+// instead of hanging. It never paces the test.
+func Within(ctx context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return chromedp.Do(c, steps...)
+}
+
+// Eval evaluates a JavaScript expression in the page within d and
+// decodes its value.
+func Eval[T any](ctx context.Context, d time.Duration, expr string) (T, error) {
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return chromedp.Run(c, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+}
