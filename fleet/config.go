@@ -33,6 +33,8 @@ const (
 	DefaultTailBuffer = 300
 	// DefaultMirrorDelay is Config.MirrorDelay's default.
 	DefaultMirrorDelay = time.Second
+	// DefaultAbortTimeout is Config.AbortTimeout's default.
+	DefaultAbortTimeout = 30 * time.Second
 )
 
 // Agent is one entry of the directory of agents: a name (the one Spawn
@@ -109,6 +111,10 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// SpawnTimeout bounds a spawn (default 5 min).
 	SpawnTimeout time.Duration
+	// AbortTimeout bounds aborting (default 30 s): an abort whose run has
+	// not settled by then did not take, and the instance is running again
+	// (Stop ends it).
+	AbortTimeout time.Duration
 	// Conn configures every agent connection (heartbeat 15 s, expiry
 	// 45 s, request timeout 60 s by default).
 	Conn transport.Options
@@ -195,6 +201,7 @@ func defaultConfig() Config {
 		HelloTimeout:    DefaultHelloTimeout,
 		ConnectTimeout:  transport.DefaultConnectTimeout,
 		SpawnTimeout:    DefaultSpawnTimeout,
+		AbortTimeout:    DefaultAbortTimeout,
 		Dialer:          DefaultDialerConfig(),
 		TailBuffer:      DefaultTailBuffer,
 		MirrorDelay:     DefaultMirrorDelay,
@@ -212,6 +219,8 @@ func (c *Config) validate() error {
 		return &ConfigError{Field: "ConnectTimeout", Reason: "must be positive"}
 	case c.SpawnTimeout <= 0:
 		return &ConfigError{Field: "SpawnTimeout", Reason: "must be positive"}
+	case c.AbortTimeout <= 0:
+		return &ConfigError{Field: "AbortTimeout", Reason: "must be positive"}
 	case c.TailBuffer < 1:
 		return &ConfigError{Field: "TailBuffer", Reason: "must be at least 1"}
 	case c.Tailnet != nil && c.TailnetInterval <= 0:

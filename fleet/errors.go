@@ -26,6 +26,10 @@ var (
 	// ErrInstanceEnded: the instance stopped or failed while the caller
 	// waited for it.
 	ErrInstanceEnded = errors.New("fleet: instance ended")
+	// ErrWorkerGone: the worker died (its process exited or its shim was
+	// lost) without anybody stopping it; matched by every
+	// *WorkerGoneError, which also matches ErrInstanceEnded.
+	ErrWorkerGone = errors.New("fleet: worker gone")
 	// ErrSpawn is matched by every *SpawnError.
 	ErrSpawn = errors.New("fleet: spawn refused by the agent")
 	// ErrFileService is matched by every *FileError.
@@ -49,6 +53,26 @@ var (
 	// two workers appending to one file would interleave two trees.
 	ErrSessionBusy = errors.New("fleet: session in use")
 )
+
+// WorkerGoneError says that an instance's worker ended without being
+// stopped: what a caller waiting on it (Prompt, Run.Wait, Task.Wait, RPC)
+// gets at once.
+type WorkerGoneError struct {
+	InstanceID string
+	// Reason says how it ended, as the agent told: "exited with code 3",
+	// "killed by signal KILL", "shim lost", or what a reconnect showed.
+	Reason string
+}
+
+func (e *WorkerGoneError) Error() string {
+	return fmt.Sprintf("fleet: worker of instance %s is gone: %s", e.InstanceID, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrWorkerGone) and errors.Is(err,
+// ErrInstanceEnded) true.
+func (e *WorkerGoneError) Is(target error) bool {
+	return target == ErrWorkerGone || target == ErrInstanceEnded
+}
 
 // UnknownSessionError: no session of the registry matches Ref (a path, a
 // session id or a name) on Machine (any machine when empty).

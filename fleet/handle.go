@@ -48,6 +48,8 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 		after = f.onSpawnProgressLocked(a, fr)
 	case *transport.UIRequestFrame:
 		f.onUIRequestLocked(a, c, fr)
+	case *transport.WorkerExitedFrame:
+		f.onWorkerExitedLocked(a, fr)
 	case *transport.TaskEscalatedFrame:
 		f.publishLocked(Change{Kind: ChangeEscalated, Agent: a.name, InstanceID: fr.InstanceID, TaskID: fr.TaskID,
 			Message: "worker dialog unanswered: " + fr.Reason})

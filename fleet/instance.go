@@ -42,6 +42,10 @@ type instance struct {
 	rpcWait    map[string]chan rpcResult
 	ui         map[string]*UIRequest
 	ended      chan struct{}
+	// gone is why the worker ended by itself (workerGone), nil otherwise.
+	gone *WorkerGoneError
+	// aborts counts Abort calls: an abort's deadline applies to it alone.
+	aborts uint64
 }
 
 func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.Machine[InstanceState, InstanceEvent]) *instance {
@@ -79,11 +83,21 @@ func (inst *instance) endLocked() {
 	default:
 		close(inst.ended)
 	}
-	inst.completeRunLocked("", fmt.Errorf("%w: %s is %s", ErrInstanceEnded, inst.id, inst.m.State()))()
+	err := inst.endErrLocked()
+	inst.completeRunLocked("", err)()
 	for id, w := range inst.rpcWait {
-		close(w)
+		w <- rpcResult{err: err}
 		delete(inst.rpcWait, id)
 	}
+}
+
+// endErrLocked is what a caller waiting on an ended instance gets: a
+// *WorkerGoneError when the worker died, else ErrInstanceEnded.
+func (inst *instance) endErrLocked() error {
+	if inst.gone != nil {
+		return inst.gone
+	}
+	return fmt.Errorf("%w: %s is %s", ErrInstanceEnded, inst.id, inst.m.State())
 }
 
 // completeRunLocked ends the prompt in flight and returns what releases
@@ -505,7 +519,26 @@ func (i *Instance) Abort(_ context.Context) error {
 	}
 	inst.openTask = ""
 	f.fireLocked(inst, EventAbortRequested, nil)
+	f.armAbortDeadlineLocked(inst)
 	return nil
+}
+
+// armAbortDeadlineLocked gives this abort Config.AbortTimeout to settle:
+// a run still going then was not aborted (an extension command waiting
+// on a dialog, a worker that ignores abort), and the instance is running
+// again, where Stop ends it.
+func (f *Fleet) armAbortDeadlineLocked(inst *instance) {
+	inst.aborts++
+	n := inst.aborts
+	time.AfterFunc(f.cfg.AbortTimeout, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.state != lifeStarted || inst.aborts != n || inst.m.State() != StateAborting {
+			return
+		}
+		f.log.Warn().Str("instance", inst.id).Dur("after", f.cfg.AbortTimeout).Msg("abort not confirmed in time; the run goes on")
+		f.fireLocked(inst, EventAbortTimedOut, nil)
+	})
 }
 
 func (f *Fleet) sendAbortLocked(inst *instance, c *transport.Conn) error {
@@ -567,7 +600,7 @@ func (f *Fleet) stopAnswer(inst *instance) func(transport.Frame) {
 			}
 		case *transport.ErrorFrame:
 			if ans.Code == "unknown_instance" {
-				f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone" })
+				f.workerGoneLocked(inst, "the agent no longer knows it")
 			}
 		}
 	}
@@ -645,10 +678,7 @@ func (f *Fleet) rpcWithin(ctx context.Context, id string, fields map[string]any,
 		f.mu.Unlock()
 	}()
 	select {
-	case r, ok := <-ch:
-		if !ok {
-			return nil, fmt.Errorf("%w: %s", ErrInstanceEnded, id)
-		}
+	case r := <-ch:
 		if r.err != nil {
 			return nil, r.err
 		}

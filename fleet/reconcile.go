@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -66,7 +67,7 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 				inst.rec.SessionPath = info.SessionPath
 			}
 		}
-		f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone: " + reason })
+		f.workerGoneLocked(inst, reason)
 	}
 	pifleet := a.pifleet
 	f.mu.Unlock()
@@ -110,6 +111,54 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		f.applySnapshotLocked(a, c, inst, streaming)
 		f.mu.Unlock()
 	}
+}
+
+// workerGoneLocked ends an instance whose worker died by itself: its open
+// task ends aborted (its task_done, which follows, opens no review of a
+// dead worker) and everybody waiting on it gets a *WorkerGoneError.
+// Nothing happens to an instance that already ended.
+func (f *Fleet) workerGoneLocked(inst *instance, reason string) bool {
+	if InstanceTable.IsFinal(inst.m.State()) || !inst.m.Can(EventWorkerGone) {
+		return false
+	}
+	if t := f.tasks[inst.openTask]; t != nil && isOpenTaskState(t.rec.State) {
+		f.setTaskStateLocked(t, TaskAborted)
+	}
+	inst.openTask = ""
+	inst.gone = &WorkerGoneError{InstanceID: inst.id, Reason: reason}
+	return f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone: " + reason })
+}
+
+// onWorkerExitedLocked handles an agent's exit notice. An exit the server
+// asked for (stopping) is ended by the stop's answer, which follows.
+func (f *Fleet) onWorkerExitedLocked(a *agentState, fr *transport.WorkerExitedFrame) {
+	inst := f.instances[fr.InstanceID]
+	if inst == nil || inst.agent != a.name || InstanceTable.IsFinal(inst.m.State()) || inst.m.State() == StateStopping {
+		return
+	}
+	if fr.SessionPath != "" {
+		inst.rec.SessionPath = fr.SessionPath
+	}
+	f.workerGoneLocked(inst, exitReason(fr))
+}
+
+// exitReason says in words how a worker ended.
+func exitReason(fr *transport.WorkerExitedFrame) string {
+	var how string
+	switch {
+	case fr.Lost:
+		how = "its shim was lost"
+	case fr.Signal != "":
+		how = "killed by signal " + fr.Signal
+	case fr.ExitCode != nil:
+		how = fmt.Sprintf("exited with code %d", int64(*fr.ExitCode))
+	default:
+		how = "agent reports it " + string(fr.State)
+	}
+	if fr.Expected {
+		how += " (stopped by another server)"
+	}
+	return how
 }
 
 // applySnapshotLocked fires the reconcile outcome of a live worker and

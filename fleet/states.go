@@ -112,6 +112,9 @@ const (
 	EventAbortRequested InstanceEvent = "abortRequested"
 	// EventAbortConfirmed: the aborted run settled.
 	EventAbortConfirmed InstanceEvent = "abortConfirmed"
+	// EventAbortTimedOut: the aborted run had not settled within
+	// Config.AbortTimeout: the abort did not take and the run goes on.
+	EventAbortTimedOut InstanceEvent = "abortTimedOut"
 	// EventStoppedGracefully: the agent answered stopped {forced:false}.
 	EventStoppedGracefully InstanceEvent = "stoppedGracefully"
 	// EventStoppedForced: the agent answered stopped {forced:true}: the
@@ -193,9 +196,19 @@ const (
 // Abort and stop. abortRequested / stopRequested fire once the abort or
 // stop frame was written; an abort of a tracked task marks the task
 // record aborted first, so that its task_done does not start a review.
-// abortConfirmed fires on the first agent_settled after the abort.
-// stopped {forced} fires stoppedGracefully or stoppedForced; an
-// unknown_instance error in answer to stop fires workerGone.
+// abortConfirmed fires on the first agent_settled after the abort;
+// abortTimedOut when none came within Config.AbortTimeout (aborting has
+// its own deadline: running again, the worker can be stopped). stop is
+// accepted from every live state that is reachable, aborting included:
+// the agent aborts the run first, then closes the worker's stdin, then
+// kills it after its grace period (stopped {forced:true}). stopped
+// {forced} fires stoppedGracefully or stoppedForced; an unknown_instance
+// error in answer to stop fires workerGone.
+//
+// Worker exits. An agent's worker_exited notice fires workerGone (unless
+// the instance is stopping: the stop's answer follows); its open task is
+// marked aborted first, so that the task_done that follows opens no
+// review of a dead worker.
 //
 // Connection loss and reconnect. connectionLost fires for every instance
 // of the agent that is idle or running when the agent's connection enters
@@ -218,9 +231,9 @@ const (
 // example, only react to workerGone. Spawn states can only be reconciled
 // this way when spawn_progress accepted names the new instance id.
 //
-// Deliberately absent: stop during the spawn states, aborting and
-// revising (each is short-lived while connected: the SDK waits for
-// spawned, abortConfirmed or feedbackDelivered, then stops); prompts,
+// Deliberately absent: stop during the spawn states and revising (each is
+// short-lived while connected: the SDK waits for spawned or
+// feedbackDelivered, then stops); prompts,
 // aborts and stops while unreachable (nothing can be delivered: the SDK
 // refuses them); connectionLost from any state but idle and running (see
 // above).
@@ -253,8 +266,9 @@ var InstanceTable = fsmkit.MustTable(fsmkit.Spec[InstanceState, InstanceEvent]{
 		// Abort and stop.
 		{Event: EventAbortRequested, Src: []InstanceState{StateRunning}, Dst: StateAborting},
 		{Event: EventAbortConfirmed, Src: []InstanceState{StateAborting}, Dst: StateIdle},
+		{Event: EventAbortTimedOut, Src: []InstanceState{StateAborting}, Dst: StateRunning},
 		{Event: EventStopRequested, Src: []InstanceState{
-			StateIdle, StateRunning, StateAccepted,
+			StateIdle, StateRunning, StateAccepted, StateAborting,
 			StateAwaitingReview, StateVerifying, StateEscalated,
 		}, Dst: StateStopping},
 		{Event: EventStoppedGracefully, Src: []InstanceState{StateStopping}, Dst: StateStopped},

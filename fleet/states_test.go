@@ -73,6 +73,8 @@ func TestInstanceTableMatrix(t *testing.T) {
 		},
 		StateAborting: {
 			EventAbortConfirmed: StateIdle,
+			EventAbortTimedOut:  StateRunning,
+			EventStopRequested:  StateStopping,
 			EventWorkerGone:     StateStopped,
 		},
 		StateStopping: {
@@ -149,6 +151,14 @@ func TestInstanceTableMatchesSeed(t *testing.T) {
 		fsmtest.Edge("verifying", "stopped", "workerGone"),
 		fsmtest.Edge("escalated", "stopped", "workerGone"),
 		fsmtest.Edge("revising", "stopped", "workerGone"),
+		// Stopping always works: an abort that does not end the run (an
+		// extension command waiting on a dialog, a worker deaf to abort)
+		// must not leave the worker unstoppable; the agent aborts, closes
+		// and kills.
+		fsmtest.Edge("aborting", "stopping", "stopRequested"),
+		// aborting has its own deadline: an abort not confirmed in time did
+		// not take, and the run goes on.
+		fsmtest.Edge("aborting", "running", "abortTimedOut"),
 	})
 }
 

@@ -104,6 +104,49 @@ func (t *Task) Done() <-chan struct{} {
 	return t.f.tasks[t.id].done
 }
 
+// Wait waits until the task's first task_done was recorded and returns
+// the task's record then. When the worker dies first (or its task_done
+// only reports it aborted by the worker's end), Wait returns at once with
+// a *WorkerGoneError (errors.Is(err, ErrWorkerGone)); when the instance
+// was stopped before the task finished, with ErrInstanceEnded.
+func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
+	f := t.f
+	f.mu.Lock()
+	tk := f.tasks[t.id]
+	if tk == nil {
+		f.mu.Unlock()
+		return TaskInfo{TaskID: t.id}, fmt.Errorf("%w: %q", ErrUnknownTask, t.id)
+	}
+	inst := f.instances[tk.rec.InstanceID]
+	ended := make(chan struct{})
+	if inst != nil {
+		ended = inst.ended
+	}
+	f.mu.Unlock()
+	select {
+	case <-tk.done:
+	case <-ended:
+	case <-ctx.Done():
+		return t.Info(), ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info := infoOf(tk.rec)
+	done := false
+	select {
+	case <-tk.done:
+		done = true
+	default:
+	}
+	if inst != nil && inst.gone != nil && (!done || info.LastDone == nil || info.LastDone.Status == string(transport.TaskAborted)) {
+		return info, inst.gone
+	}
+	if !done {
+		return info, inst.endErrLocked()
+	}
+	return info, nil
+}
+
 // Submit sends text to an idle worker as a tracked task: the agent
 // reports its end with a durable task_done (Config.OnTaskDone hears of it
 // exactly once) and the instance waits in awaiting_review for a verdict.

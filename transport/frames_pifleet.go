@@ -42,6 +42,7 @@ const (
 	TypeRepoHeadResult       = "repo_head_result"
 	TypeCacheVerify          = "cache_verify"
 	TypeCacheVerifyResult    = "cache_verify_result"
+	TypeWorkerExited         = "worker_exited"
 )
 
 // SessionMode says how a spawn uses its fromSession file.
@@ -388,6 +389,51 @@ func (f *TaskEscalatedFrame) Schema(s *Schema) {
 	s.String("reason", &f.Reason, Required)
 }
 
+// WorkerExitedFrame (A→S, unsolicited, pifleet servers only) tells that a
+// worker process ended or its shim was lost, at once and to every connected
+// server, so that nobody keeps waiting on it; a server that connects later
+// gets one for each worker of the agent's life that ended (and for each
+// one of a previous life that could not be re-adopted). A v1 server learns
+// the same from the instances listing (state exited, lost or stopped).
+type WorkerExitedFrame struct {
+	Header
+	InstanceID string
+	// ExitCode is the process's exit code; absent when a signal ended it
+	// or when it was lost.
+	ExitCode *float64
+	// Signal names the signal that ended it ("KILL", "TERM", …).
+	Signal string
+	// Lost: the shim vanished (or the worker could not be re-adopted); how
+	// the process ended is unknown.
+	Lost bool
+	// Expected: the exit was asked for (stop, task_accept with
+	// disposition stop); otherwise the worker died by itself.
+	Expected bool
+	// State is the instance's state on the agent now: exited, lost or
+	// stopped (as instances reports it).
+	State InstanceState
+	// SessionPath is the worker's session file (intact and resumable).
+	SessionPath string
+	// TaskID names the task that was open when it ended (its task_done,
+	// aborted, follows).
+	TaskID string
+}
+
+// FrameType returns "worker_exited".
+func (*WorkerExitedFrame) FrameType() string { return TypeWorkerExited }
+
+// Schema lists worker_exited's fields.
+func (f *WorkerExitedFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.OptNumber("exitCode", &f.ExitCode)
+	s.String("signal", &f.Signal, Optional)
+	s.Bool("lost", &f.Lost, Optional)
+	s.Bool("expected", &f.Expected, Required)
+	Enum(s, "state", &f.State, Required, InstanceExited, InstanceLost, InstanceStopped)
+	s.String("sessionPath", &f.SessionPath, Optional)
+	s.String("taskId", &f.TaskID, Optional)
+}
+
 // RepoHeadFrame (S→A) asks for the git HEAD commit of a directory on the
 // agent's machine: recorded with a baseline, and compared with it later to
 // flag a baseline whose repository moved on (AC-3.5.6).
@@ -522,6 +568,7 @@ var pifleetKinds = []frameKind{
 	kind[RepoHeadResultFrame](),
 	kind[CacheVerifyFrame](),
 	kind[CacheVerifyResultFrame](),
+	kind[WorkerExitedFrame](),
 }
 
 func init() {

@@ -41,6 +41,10 @@ func pifleetFrameSamples() []Frame {
 			{Name: "broken", Error: &FsError{Code: "bad_pointer", Message: "(pointer): must be an object"}},
 		}},
 		&CacheVerifyResultFrame{Header: Header{ID: "r-13"}, Bundles: []BundleCheck{}},
+		&WorkerExitedFrame{InstanceID: "i-1", ExitCode: new(3.0), Expected: false, State: InstanceExited,
+			SessionPath: "/s/a.jsonl", TaskID: "task-1"},
+		&WorkerExitedFrame{InstanceID: "i-2", Signal: "KILL", Expected: true, State: InstanceStopped},
+		&WorkerExitedFrame{InstanceID: "i-3", Lost: true, State: InstanceLost},
 		// Extensions of v1 frames.
 		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
 		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},

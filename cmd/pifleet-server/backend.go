@@ -75,6 +75,8 @@ func apiError(err error) error {
 		code = controlapi.CodeUnknownBundle
 	case errors.Is(err, trust.ErrPolicyRefused), errors.Is(err, trust.ErrRefused):
 		code = controlapi.CodePolicyRefused
+	case errors.Is(err, fleet.ErrWorkerGone):
+		code = controlapi.CodeWorkerGone
 	case errors.Is(err, fleet.ErrInvalidState), errors.Is(err, fleet.ErrInstanceEnded):
 		code = controlapi.CodeInvalidState
 	case errors.Is(err, fleet.ErrNotConnected):
@@ -291,16 +293,15 @@ func (b *fleetBackend) Prompt(ctx context.Context, id string, req controlapi.Pro
 		if !req.Wait {
 			return res, nil
 		}
-		select {
-		case <-t.Done():
-		case <-in.Ended():
-			return res, &controlapi.Error{Code: controlapi.CodeInvalidState,
-				Message: fmt.Sprintf("instance %s ended before task %s finished", id, t.ID())}
-		case <-ctx.Done():
-			return res, ctx.Err()
+		info, err := t.Wait(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			return res, apiError(fmt.Errorf("task %s did not finish: %w", t.ID(), err))
 		}
 		res.Settled = true
-		if d := t.Info().LastDone; d != nil {
+		if d := info.LastDone; d != nil {
 			res.Reply = d.LastAssistantMessage
 		}
 		return res, nil

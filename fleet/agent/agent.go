@@ -416,6 +416,7 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	close(p.sent)
 	a.kickOutbox() // entries due meanwhile
 	a.wg.Go(func() { a.sendFullReport(ctx, p) })
+	a.wg.Go(func() { a.replayExits(ctx, p) })
 
 	dctx, cancel := context.WithCancel(ctx)
 	frames := make(chan transport.Frame, 64)
@@ -441,6 +442,38 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 		}
 	}
 	log.Info().Err(p.conn.Err()).Msg("server disconnected")
+}
+
+// replayExits tells a pifleet server that connects about every worker that
+// ended in this life (or could not be re-adopted from the previous one):
+// exits that happened while it was away. A worker that ends meanwhile is
+// told by broadcast as well; a server ignores a notice for an instance it
+// already knows ended. A TypeScript server learns the same from the
+// instances listing.
+func (a *Agent) replayExits(ctx context.Context, p *peer) {
+	t := time.NewTimer(helloWait)
+	select {
+	case <-p.greeted:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	if !p.pifleet.Load() {
+		return
+	}
+	a.mu.Lock()
+	ended := slices.Clone(a.lost)
+	for _, id := range a.order {
+		ended = append(ended, a.instances[id])
+	}
+	a.mu.Unlock()
+	for _, in := range ended {
+		if f := in.exitNotice(); f != nil {
+			if p.conn.Send(ctx, f) != nil {
+				return
+			}
+		}
+	}
 }
 
 // hello is the agent's introduction.

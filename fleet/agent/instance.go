@@ -42,7 +42,9 @@ type instance struct {
 	sessionPath string
 	task        *openTask
 	stopping    bool
-	restarting  bool // a restart (rebundle, set_tools) is in progress
+	restarting  bool         // a restart (rebundle, set_tools) is in progress
+	exit        *worker.Exit // how the worker ended, once it did
+	exitTask    string       // the task that was open when it ended
 	pumpDone    chan struct{}
 	waiters     map[string]chan json.RawMessage // command id → response line
 
@@ -201,8 +203,16 @@ func (in *instance) exited(w *worker.Worker, e *worker.Exit) {
 	if snap.SessionPath != "" {
 		in.sessionPath = snap.SessionPath
 	}
+	in.exit = e
+	if t != nil {
+		in.exitTask = t.id
+	}
+	notice := in.exitNoticeLocked()
 	in.mu.Unlock()
 	in.log.Info().Int("code", e.Code).Str("signal", e.Signal).Bool("lost", e.Lost).Msg("worker ended")
+	// Before the task's task_done: a server learns that the worker is gone
+	// first, so that an aborted task does not open a review of it.
+	in.a.broadcast(notice, true)
 	if t != nil {
 		text := snap.LastAssistantText
 		summary := text
@@ -224,6 +234,29 @@ func (in *instance) exited(w *worker.Worker, e *worker.Exit) {
 		in.log.Error().Err(err).Msg("cannot record the worker's end")
 	}
 	in.a.rescanSessions()
+}
+
+// exitNoticeLocked is the worker_exited frame of an instance that ended
+// (nil while it runs).
+func (in *instance) exitNoticeLocked() *transport.WorkerExitedFrame {
+	if in.state == transport.InstanceRunning {
+		return nil
+	}
+	f := &transport.WorkerExitedFrame{InstanceID: in.id, State: in.state, SessionPath: in.sessionPath,
+		TaskID: in.exitTask, Expected: in.state == transport.InstanceStopped, Lost: in.state == transport.InstanceLost}
+	if e := in.exit; e != nil {
+		f.Signal = e.Signal
+		if !e.Lost && e.Signal == "" && e.Code >= 0 {
+			f.ExitCode = new(float64(e.Code))
+		}
+	}
+	return f
+}
+
+func (in *instance) exitNotice() *transport.WorkerExitedFrame {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.exitNoticeLocked()
 }
 
 func exitText(e *worker.Exit) string {

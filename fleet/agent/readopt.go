@@ -131,7 +131,7 @@ func (a *Agent) reportLost(rec agentstore.Instance) {
 		path = p.SessionPath
 	}
 	in := &instance{a: a, id: rec.InstanceID, cwd: rec.Cwd, bundle: rec.Bundle, bundleHash: rec.BundleHash,
-		state: transport.InstanceLost, sessionPath: path,
+		state: transport.InstanceLost, sessionPath: path, exitTask: rec.TaskID,
 		fs: fsservice.New(rec.Cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger))}
 	a.mu.Lock()
 	a.lost = append(a.lost, in)

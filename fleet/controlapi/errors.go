@@ -25,6 +25,7 @@ const (
 	CodeInvalidState     Code = "invalid_state"      // 409: not possible in the current state
 	CodeSessionPinned    Code = "session_pinned"     // 409: attach to a pinned session (resume it as a clone)
 	CodeSessionBusy      Code = "session_busy"       // 409: a live worker is attached to the session already
+	CodeWorkerGone       Code = "worker_gone"        // 409: the worker died (exited, killed, shim lost)
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
@@ -45,7 +46,7 @@ func (c Code) HTTPStatus() int {
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
 		CodeUnknownSession, CodeUnknownEndpoint:
 		return http.StatusNotFound
-	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy:
+	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone:
 		return http.StatusConflict
 	case CodeSpawnError, CodeRebundleFailed:
 		return http.StatusUnprocessableEntity
@@ -98,6 +99,7 @@ var (
 	ErrInvalidState     = &Error{Code: CodeInvalidState}
 	ErrSessionPinned    = &Error{Code: CodeSessionPinned}
 	ErrSessionBusy      = &Error{Code: CodeSessionBusy}
+	ErrWorkerGone       = &Error{Code: CodeWorkerGone}
 	ErrSpawn            = &Error{Code: CodeSpawnError}
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
 	ErrNotSupported     = &Error{Code: CodeNotSupported}

@@ -460,6 +460,9 @@ func (w *Worker) onLine(g *generation, ev shim.Event) {
 			w.promptSent = false // refused: no run comes of it
 		}
 		w.emitLocked(g, ev.Seq, Event{Seq: seq, Raw: rec.Raw, Kind: KindResponse})
+		if r.Command == "prompt" && r.Success && w.promptSent && !w.runOpen {
+			w.checkRunLocked(g)
+		}
 		return
 	}
 	w.onEventLocked(g, ev.Seq, seq, rec)
@@ -529,6 +532,25 @@ func (w *Worker) performLocked(g *generation, act pirpc.SettleAction, seq uint64
 		out = append(out, w.settledLocked(seq, act.Settled, nil, state))
 	}
 	return out
+}
+
+// checkRunLocked follows a prompt's answer that came before any run
+// started. pi answers a prompt just before its run starts (agent_start
+// follows), but a prompt that an extension command (or an input handler)
+// took answers only once the command is done, and starts no run: no
+// agent_start, no agent_end, nothing to settle. A get_state tells the two
+// apart, since pi marks a run streaming in the same step as it answers;
+// a prompt that started no run settles at once, as a run of no turn, so
+// that whoever waits for it is answered.
+func (w *Worker) checkRunLocked(g *generation) {
+	w.callLocked(g, pirpc.GetState{}, func(r *pirpc.Response, seq uint64) []Event {
+		st := w.noteState(r)
+		if st == nil || st.IsStreaming || w.runOpen || !w.promptSent || w.detector.Phase() != pirpc.PhaseIdle {
+			return nil
+		}
+		w.openRunLocked()
+		return []Event{w.settledLocked(seq, &pirpc.Settle{}, nil, st)}
+	})
 }
 
 // openRunLocked starts a run: its figures, its minutes, its budget check.
