@@ -539,12 +539,12 @@ func TestDialogTimeoutEscalates(t *testing.T) {
 	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
 		Capabilities: []string{transport.CapabilityPifleet}})
 	inst := c.mustSpawn("s", h.cwd, "default", nil)
-	// the dialog (an extension command, no run of its own) times out…
-	c.rpc(inst.InstanceID, "", prompt("p", "/faux-ui"))
+	// the dialog of a task (an extension command: no run of its own, it
+	// settles when its answer comes) times out…
+	c.rpc(inst.InstanceID, "t-ui", prompt("p", "/faux-ui"))
 	nextOf[*transport.UIRequestFrame](c, nil)
 	c.nextEvent(inst.InstanceID, func(e event) bool { return e.Method == "notify" })
-	// …and the next settle of a task reports it
-	c.rpc(inst.InstanceID, "t-ui", prompt("p2", "say: after the dialog"))
+	// …and the task's settle reports it
 	esc := nextOf[*transport.TaskEscalatedFrame](c, nil)
 	if esc.TaskID != "t-ui" || esc.InstanceID != inst.InstanceID {
 		t.Fatalf("task_escalated %+v", esc)
