@@ -52,6 +52,9 @@ type agentState struct {
 	// spawning maps a spawn request id to its instance until spawned.
 	spawning map[string]*instance
 	orphans  map[string][]*transport.EventFrame
+	// execs are the commands started on this connection, by exec id,
+	// until their exit.
+	execs map[string]*Execution
 	// catchUp serialises the agent's session catch-ups (seed §9: one
 	// catch_up at a time per projection).
 	catchUp sync.Mutex
@@ -328,6 +331,7 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		close(w.ch)
 		delete(a.waiters, id)
 	}
+	f.execsLostLocked(a)
 	p := f.projectionLocked(a.name)
 	f.mu.Unlock()
 	p.ConnectionLost(a.name)

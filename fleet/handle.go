@@ -46,6 +46,10 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 		return
 	case *transport.SpawnProgressFrame:
 		after = f.onSpawnProgressLocked(a, fr)
+	case *transport.ExecOutputFrame:
+		f.onExecOutputLocked(a, fr)
+	case *transport.ExecExitFrame:
+		f.onExecExitLocked(a, fr)
 	case *transport.UIRequestFrame:
 		f.onUIRequestLocked(a, c, fr)
 	case *transport.WorkerExitedFrame:
@@ -92,7 +96,8 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 // isAnswer reports whether fr can answer a waiting request.
 func isAnswer(fr transport.Frame) bool {
 	switch fr.(type) {
-	case *transport.SpawnedFrame, *transport.SpawnErrorFrame, *transport.StoppedFrame, *transport.ErrorFrame:
+	case *transport.SpawnedFrame, *transport.SpawnErrorFrame, *transport.StoppedFrame, *transport.ErrorFrame,
+		*transport.ExecStartedFrame:
 		return true
 	}
 	return false
