@@ -54,6 +54,9 @@ type ExecRequest struct {
 	// execution's output, and chunks beyond 8 MiB waiting are dropped and
 	// counted in ExecChunk.Dropped).
 	OnOutput func(ExecChunk)
+	// OnStart, when set, is called with the execution's id once the agent
+	// started it, before any OnOutput and on the same goroutine.
+	OnStart func(execID string)
 }
 
 // ExecChunk is one piece of a command's output. Data is the command's
@@ -96,6 +99,7 @@ type Execution struct {
 	err      error
 	done     chan struct{}
 	onOutput func(ExecChunk)
+	onStart  func(string)
 	queue    []ExecChunk
 	queued   int // bytes in queue
 	dropped  int
@@ -139,25 +143,38 @@ func (e *Execution) Wait(ctx context.Context) (ExecResult, error) {
 // Abort ends the command (its process group); the result then reports
 // Aborted. Aborting a command that already ended is not an error.
 func (e *Execution) Abort(ctx context.Context) error {
-	f := e.f
+	err := e.f.AbortExecution(ctx, e.agent, e.id)
+	if errors.Is(err, ErrUnknownExecution) {
+		select {
+		case <-e.done:
+			return nil // it ended before the abort arrived
+		default:
+		}
+	}
+	return err
+}
+
+// ErrUnknownExecution: an abort of a command that is not running.
+var ErrUnknownExecution = errors.New("fleet: no such running command")
+
+// AbortExecution aborts command execID of agent machine, whoever started
+// it (trust policy steer required).
+func (f *Fleet) AbortExecution(ctx context.Context, machine, execID string) error {
 	f.mu.Lock()
-	_, c, err := f.connForLocked(e.agent, trust.OpSteer)
+	_, c, err := f.connForLocked(machine, trust.OpSteer)
 	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	ans, err := c.Request(ctx, &transport.ExecAbortFrame{ExecID: e.id})
+	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
+	defer cancel()
+	ans, err := c.Request(ctx, &transport.ExecAbortFrame{ExecID: execID})
 	var re *transport.RemoteError
 	switch {
+	case errors.As(err, &re) && re.Code == "unknown_exec":
+		return fmt.Errorf("%w: %s on %s", ErrUnknownExecution, execID, machine)
 	case errors.As(err, &re):
-		if re.Code == "unknown_exec" {
-			select {
-			case <-e.done:
-				return nil // it ended before the abort arrived
-			default:
-			}
-		}
-		return &ExecError{Agent: e.agent, Code: re.Code, Message: re.Message}
+		return &ExecError{Agent: machine, Code: re.Code, Message: re.Message}
 	case err != nil:
 		return err
 	}
@@ -213,8 +230,11 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	if req.Timeout > 0 {
 		fr.TimeoutSeconds = new(req.Timeout.Seconds())
 	}
-	e := &Execution{f: f, agent: machine, done: make(chan struct{}), onOutput: req.OnOutput}
-	if req.OnOutput != nil {
+	e := &Execution{f: f, agent: machine, done: make(chan struct{}), onOutput: req.OnOutput, onStart: req.OnStart}
+	if e.onOutput == nil && e.onStart != nil {
+		e.onOutput = func(ExecChunk) {}
+	}
+	if e.onOutput != nil {
 		e.wake, e.drained = make(chan struct{}, 1), make(chan struct{})
 	}
 	f.mu.Lock()
@@ -376,6 +396,9 @@ func (e *Execution) endLocked(err error) {
 // deliver hands queued chunks to OnOutput in order until the end.
 func (e *Execution) deliver() {
 	defer close(e.drained)
+	if e.onStart != nil {
+		e.onStart(e.id)
+	}
 	for {
 		e.mu.Lock()
 		q, dropped, ended := e.queue, e.dropped, e.ended

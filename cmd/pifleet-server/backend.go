@@ -44,7 +44,12 @@ func apiError(err error) error {
 	var platformErr *bundle.PlatformError
 	var hashErr *bundle.HashPinError
 	var fileErr *fleet.FileError
+	var execErr *fleet.ExecError
 	switch {
+	case errors.As(err, &execErr):
+		code, detail = controlapi.CodeExecRefused, execErr.Code
+	case errors.Is(err, fleet.ErrUnknownExecution):
+		code = controlapi.CodeUnknownExecution
 	case errors.As(err, &spawnErr):
 		code, detail = controlapi.CodeSpawnError, spawnErr.Code
 	case errors.As(err, &platformErr):

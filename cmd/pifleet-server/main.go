@@ -61,6 +61,7 @@ type CLI struct {
 	Sessions SessionsCmd `cmd:"" group:"Client" help:"List the agents' sessions (baselines flagged stale), or search their contents."`
 	Baseline BaselineCmd `cmd:"" group:"Client" help:"Create baseline sessions."`
 	Resume   ResumeCmd   `cmd:"" group:"Client" help:"Start a worker on a session of the registry; prints its instance id."`
+	Exec     ExecCmd     `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
 }
 
 // Globals and Output are the shared CLI plumbing (internal/cli).

@@ -79,4 +79,6 @@ type Backend interface {
 	// unknown_session, session_pinned, session_busy). progress is as for
 	// Spawn.
 	Resume(ctx context.Context, req ResumeRequest, progress func(SpawnProgress)) (SpawnResult, error)
+
+	ExecBackend
 }

@@ -35,6 +35,8 @@ type recordingBackend struct {
 	resume     SpawnResult
 	transcript Transcript
 
+	execScript
+
 	// changes feeds Watch; watchCtx receives each Watch's context.
 	changes  chan Change
 	watchCtx chan context.Context

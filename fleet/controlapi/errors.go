@@ -22,12 +22,14 @@ const (
 	CodeUnknownBundle    Code = "unknown_bundle"     // 404
 	CodeUnknownSession   Code = "unknown_session"    // 404: no session of the registry matches the reference
 	CodeUnknownEndpoint  Code = "unknown_endpoint"   // 404: no such path or method
+	CodeUnknownExecution Code = "unknown_execution"  // 404: no such running command
 	CodeInvalidState     Code = "invalid_state"      // 409: not possible in the current state
 	CodeSessionPinned    Code = "session_pinned"     // 409: attach to a pinned session (resume it as a clone)
 	CodeSessionBusy      Code = "session_busy"       // 409: a live worker is attached to the session already
 	CodeWorkerGone       Code = "worker_gone"        // 409: the worker died (exited, killed, shim lost)
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
+	CodeExecRefused      Code = "exec_refused"       // 422: the agent would not run the command (Detail: exec_disabled, exec_failed, …)
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
 	CodeNotConnected     Code = "not_connected"      // 503: the agent is not connected now
 	CodeUnavailable      Code = "unavailable"        // 503: the server is shutting down
@@ -44,11 +46,11 @@ func (c Code) HTTPStatus() int {
 	case CodePolicyRefused, CodeCSRFRefused:
 		return http.StatusForbidden
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
-		CodeUnknownSession, CodeUnknownEndpoint:
+		CodeUnknownSession, CodeUnknownEndpoint, CodeUnknownExecution:
 		return http.StatusNotFound
 	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone:
 		return http.StatusConflict
-	case CodeSpawnError, CodeRebundleFailed:
+	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused:
 		return http.StatusUnprocessableEntity
 	case CodeNotSupported:
 		return http.StatusNotImplemented
@@ -102,6 +104,8 @@ var (
 	ErrWorkerGone       = &Error{Code: CodeWorkerGone}
 	ErrSpawn            = &Error{Code: CodeSpawnError}
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
+	ErrExecRefused      = &Error{Code: CodeExecRefused}
+	ErrUnknownExecution = &Error{Code: CodeUnknownExecution}
 	ErrNotSupported     = &Error{Code: CodeNotSupported}
 	ErrNotConnected     = &Error{Code: CodeNotConnected}
 	ErrUnavailable      = &Error{Code: CodeUnavailable}

@@ -93,6 +93,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/sessions/resume", s.resume)
 	s.mux.HandleFunc("POST "+p+"/baselines", s.createBaseline)
 	s.mux.HandleFunc("POST "+p+"/web/logins", s.webLogin)
+	s.registerExec(p)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
 	})
