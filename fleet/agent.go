@@ -104,7 +104,70 @@ func (f *Fleet) fireConnLocked(a *agentState, ev transport.ConnEvent, cause erro
 		Str("cause", msg).Msg("connection transition")
 	f.publishLocked(Change{Kind: ChangeAgentState, Agent: a.name, Event: string(ev), From: string(from),
 		To: string(a.m.State()), Message: msg})
+	f.agentsChangedLocked()
 	return true
+}
+
+// agentsChangedLocked wakes every WaitAgent. f.mu must be held.
+func (f *Fleet) agentsChangedLocked() {
+	close(f.agentsChanged)
+	f.agentsChanged = make(chan struct{})
+}
+
+// WaitAgent waits until the agent name has an established connection,
+// through lost connections and the dialer's retries. It returns at once
+// when the agent is connected; an error wrapping ErrAgentRefused when trust
+// refused it (change its policy, then Retry); ErrUnknownAgent when no such
+// agent is in the directory and none can appear (no tailnet discovery, no
+// inbound listener); ErrClosed once the fleet is closed; and, when ctx ends
+// first, an error wrapping both ErrNotConnected and ctx's error.
+func (f *Fleet) WaitAgent(ctx context.Context, name string) error {
+	return f.waitAgent(ctx, name, true)
+}
+
+// waitAgent is WaitAgent; without throughLoss it gives up with
+// ErrNotConnected as soon as the agent is lost (a dial failed, or the
+// connection broke) rather than waiting for the dialer's next attempt:
+// Spawn waits for a dial in progress only.
+func (f *Fleet) waitAgent(ctx context.Context, name string, throughLoss bool) error {
+	for {
+		f.mu.Lock()
+		if f.state == lifeClosed {
+			f.mu.Unlock()
+			return ErrClosed
+		}
+		a := f.agents[name]
+		state := transport.ConnState("unknown")
+		if a != nil {
+			state = a.m.State()
+		}
+		switch {
+		case a == nil && f.cfg.Tailnet == nil && f.cfg.InboundListen == "":
+			f.mu.Unlock()
+			return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
+		case a != nil && a.established() && f.state == lifeStarted:
+			f.mu.Unlock()
+			return nil
+		case state == transport.StateRejected:
+			err := fmt.Errorf("%w: %s: %s", ErrAgentRefused, name, a.lastErr)
+			f.mu.Unlock()
+			return err
+		case !throughLoss && f.state == lifeStarted && (a == nil || state == transport.StateLost || state == transport.StateClosed):
+			err := fmt.Errorf("%w: %s is %s", ErrNotConnected, name, state)
+			if a != nil && a.lastErr != "" {
+				err = fmt.Errorf("%w: %s is %s (%s)", ErrNotConnected, name, state, a.lastErr)
+			}
+			f.mu.Unlock()
+			return err
+		}
+		changed := f.agentsChanged
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s is %s: %w", ErrNotConnected, name, state, context.Cause(ctx))
+		}
+	}
 }
 
 // ---- the dialer's directory ----
@@ -387,7 +450,7 @@ func await(ctx context.Context, w *waiter) (transport.Frame, error) {
 	}
 }
 
-// ---- inbound agents (seed §5) ----
+// ---- inbound agents ----
 
 func (f *Fleet) startInbound() error {
 	ln, err := net.Listen("tcp", f.cfg.InboundListen)
@@ -549,6 +612,7 @@ func (f *Fleet) addTailnetPeers(st identity.Status) {
 		switch {
 		case a == nil:
 			f.agents[name] = newAgentState(name, []string{addr}, sourceTailnet)
+			f.agentsChangedLocked()
 		case a.source == sourceTailnet || a.source == sourceRestored:
 			if slices.Equal(a.addrs, []string{addr}) {
 				continue

@@ -35,11 +35,12 @@ type BaselineOptions struct {
 	Repo string
 	// SettleTimeout bounds the priming run, CompactTimeout the compaction.
 	SettleTimeout, CompactTimeout time.Duration
-	// Spawn is passed to Spawn (model, env, budget, trace id, progress).
+	// Spawn says where the baseline is made (Agent, Cwd, Bundle) and is
+	// passed to Spawn (model, env, budget, trace id, progress).
 	Spawn SpawnOptions
 }
 
-// Baseline is a primed, compacted, pinned session (seed §8).
+// Baseline is a primed, compacted, pinned session.
 type Baseline struct {
 	Machine, Cwd string
 	// Path and SessionID name the session file on the agent's disk.
@@ -56,13 +57,20 @@ type Baseline struct {
 	Summary string
 }
 
-// CreateBaseline primes a session for the repository in cwd on machine
-// (seed §8): it spawns a worker of bundle, runs the priming prompt until
+// CreateBaseline primes a session for the repository in opts.Spawn.Cwd on
+// agent opts.Spawn.Agent: it spawns a worker of opts.Spawn.Bundle, runs the priming prompt until
 // settled, compacts, names the session baseline:<repo>, records it in the
 // registry as a pinned baseline with the repository's git HEAD, and stops
 // the worker; the session file stays. Tasks then start from it with
 // SpawnOptions.FromSession (a clone each).
-func (f *Fleet) CreateBaseline(ctx context.Context, machine, cwd, bundleName string, opts BaselineOptions) (*Baseline, error) {
+func (f *Fleet) CreateBaseline(ctx context.Context, opts BaselineOptions) (*Baseline, error) {
+	machine, cwd := opts.Spawn.Agent, opts.Spawn.Cwd
+	if machine == "" || cwd == "" {
+		return nil, &ConfigError{Field: "Spawn", Reason: "a baseline needs an agent and a cwd"}
+	}
+	if err := f.waitAgent(ctx, machine, false); err != nil {
+		return nil, fmt.Errorf("fleet: baseline: %w", err)
+	}
 	repo := opts.Repo
 	if repo == "" {
 		repo = filepath.Base(filepath.Clean(cwd))
@@ -93,7 +101,7 @@ func (f *Fleet) CreateBaseline(ctx context.Context, machine, cwd, bundleName str
 		}
 		head = "" // not a git repository: never stale
 	}
-	inst, err := f.Spawn(ctx, machine, cwd, bundleName, opts.Spawn)
+	inst, err := f.Spawn(ctx, opts.Spawn)
 	if err != nil {
 		return nil, err
 	}

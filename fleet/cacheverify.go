@@ -39,7 +39,7 @@ type CacheProblem struct {
 // VerifyCaches asks agent machine to re-hash every bundle of its bundle
 // cache (cache_verify) and returns one CacheCheck per bundle, in name
 // order: a corrupt cache on a worker machine would otherwise surface
-// only as a failing spawn (AC-5.3). An agent that does not announce the
+// only as a failing spawn. An agent that does not announce the
 // cache-verify capability (a TypeScript agent, an older pifleet one)
 // gives ErrNotSupported.
 func (f *Fleet) VerifyCaches(ctx context.Context, machine string) ([]CacheCheck, error) {

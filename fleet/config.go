@@ -94,7 +94,7 @@ type Config struct {
 	TailnetPort     int
 	TailnetInterval time.Duration
 	// InboundListen, when set, accepts agents that dial in; each passes
-	// first-contact trust (seed §5) before any frame is read.
+	// first-contact trust before any frame is read.
 	InboundListen string
 	// Whois identifies peers. Inbound connections need it; a dialled
 	// agent's address is checked with it too when it is set. Without it a
@@ -119,7 +119,7 @@ type Config struct {
 	// 45 s, request timeout 60 s by default).
 	Conn transport.Options
 	// Dialer decides when agents are dialled. The default is the dialer's
-	// with §2's reconnect schedule: MinRetryInterval 1 s, MaxRetryInterval
+	// with the reconnect schedule: MinRetryInterval 1 s, MaxRetryInterval
 	// 30 s, factor 2, and DialDelay 0, so a fleet dials its agents at once.
 	Dialer dialer.Config
 	// TailBuffer is how many recent events each instance keeps (default
@@ -152,6 +152,10 @@ func WithRegistry(root, listen string) Option {
 	return func(c *Config) { c.RegistryRoot, c.RegistryListen = root, listen }
 }
 
+// WithRegistryURL sets Config.RegistryURL: the URL agents fetch bundles
+// from when it is not the listener's own address (a proxy, a tailnet name).
+func WithRegistryURL(url string) Option { return func(c *Config) { c.RegistryURL = url } }
+
 // WithAgents adds entries to the static directory.
 func WithAgents(agents ...Agent) Option {
 	return func(c *Config) { c.Agents = append(c.Agents, agents...) }
@@ -159,6 +163,14 @@ func WithAgents(agents ...Agent) Option {
 
 // WithTailnet discovers agents among the tailnet's peers.
 func WithTailnet(t Tailnet) Option { return func(c *Config) { c.Tailnet = t } }
+
+// WithTailnetPort sets Config.TailnetPort, the port tailnet peers are
+// dialled at (default DefaultAgentPort).
+func WithTailnetPort(port int) Option { return func(c *Config) { c.TailnetPort = port } }
+
+// WithTailnetInterval sets Config.TailnetInterval, how often tailnet peers
+// are rediscovered (default DefaultTailnetInterval).
+func WithTailnetInterval(d time.Duration) Option { return func(c *Config) { c.TailnetInterval = d } }
 
 // WithInbound accepts agents that dial in at addr.
 func WithInbound(addr string) Option { return func(c *Config) { c.InboundListen = addr } }
@@ -175,6 +187,27 @@ func WithLogger(l zerolog.Logger) Option { return func(c *Config) { c.Logger = l
 // WithTaskDone sets Config.OnTaskDone.
 func WithTaskDone(fn func(TaskReport)) Option { return func(c *Config) { c.OnTaskDone = fn } }
 
+// WithHelloTimeout sets Config.HelloTimeout.
+func WithHelloTimeout(d time.Duration) Option { return func(c *Config) { c.HelloTimeout = d } }
+
+// WithConnectTimeout sets Config.ConnectTimeout.
+func WithConnectTimeout(d time.Duration) Option { return func(c *Config) { c.ConnectTimeout = d } }
+
+// WithSpawnTimeout sets Config.SpawnTimeout.
+func WithSpawnTimeout(d time.Duration) Option { return func(c *Config) { c.SpawnTimeout = d } }
+
+// WithConnOptions sets Config.Conn, the options of every agent connection.
+func WithConnOptions(o transport.Options) Option { return func(c *Config) { c.Conn = o } }
+
+// WithDialer sets Config.Dialer, the schedule agents are dialled on.
+func WithDialer(d dialer.Config) Option { return func(c *Config) { c.Dialer = d } }
+
+// WithTailBuffer sets Config.TailBuffer.
+func WithTailBuffer(n int) Option { return func(c *Config) { c.TailBuffer = n } }
+
+// WithMirrorDelay sets Config.MirrorDelay.
+func WithMirrorDelay(d time.Duration) Option { return func(c *Config) { c.MirrorDelay = d } }
+
 // WithClock sets Config.Now.
 func WithClock(now func() time.Time) Option { return func(c *Config) { c.Now = now } }
 
@@ -182,7 +215,7 @@ func WithClock(now func() time.Time) Option { return func(c *Config) { c.Now = n
 func WithRand(r *rand.Rand) Option { return func(c *Config) { c.Rand = r } }
 
 // DefaultDialerConfig is the dialer configuration a fleet uses unless told
-// otherwise: §2's reconnect schedule (1 s, 2 s, 4 s … 30 s; the dialer adds
+// otherwise: the reconnect schedule (1 s, 2 s, 4 s … 30 s; the dialer adds
 // its ±0.5 jitter to the factor) and no initial delay.
 func DefaultDialerConfig() dialer.Config {
 	c := dialer.DefaultConfig()

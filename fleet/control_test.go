@@ -31,7 +31,7 @@ func TestAllowPolicySpawnsButDoesNotSteer(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Policy != trust.Allow {
 		t.Fatalf("Prompt on an allow machine = %v, want a *trust.PolicyError", err)
 	}
-	if _, err := inst.Read(t.Context(), "x", nil, nil); err != nil {
+	if _, err := inst.Read(t.Context(), "x", fleet.ReadOptions{}); err != nil {
 		t.Errorf("viewing an allow machine: %v", err)
 	}
 	if err := inst.Stop(t.Context()); err != nil {
@@ -46,8 +46,8 @@ func TestDeniedAgentIsRejectedAndNeverRedialled(t *testing.T) {
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}},
 		fleet.WithPrompter(trust.Fixed(trust.Deny)))
 	tf.waitAgent(t, "box", transport.StateRejected)
-	if _, err := tf.Spawn(t.Context(), "box", "/", "default", fleet.SpawnOptions{}); !errors.Is(err, fleet.ErrNotConnected) {
-		t.Errorf("Spawn on a denied agent: %v", err)
+	if _, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/", Bundle: "default"}); !errors.Is(err, fleet.ErrAgentRefused) {
+		t.Errorf("Spawn on a denied agent: %v, want ErrAgentRefused at once", err)
 	}
 	// Once the operator allows it, Retry dials it again.
 	if _, err := tf.Trust().Set("box", trust.Steer); err != nil {
@@ -92,7 +92,7 @@ func TestUIRequestsAnsweredByPolicyOrByTheApplication(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
 	tf := newTestFleet(t, peer)
 	publish(t, tf.regRoot, "asks", `{"ui":{"autoAnswer":{"Proceed?":true}}}`)
-	inst, err := tf.Spawn(t.Context(), "box", "/work/repo", "asks", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "asks"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +221,54 @@ func TestRawRPCReturnsPisResponse(t *testing.T) {
 	st := tf.Status(t.Context())
 	if a := st.Agents[0]; a.Platform != "linux" || a.Policy != trust.Steer || a.Dial == nil && a.State != transport.StateEstablished {
 		t.Errorf("agent status %+v", a)
+	}
+}
+
+// Spawn right after Start does not race the agent's connection: it waits
+// for it (the README's and the Example's code spawn without waiting).
+func TestSpawnRightAfterStartWaitsForTheAgent(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default"})
+	if err != nil {
+		t.Fatalf("Spawn right after Start: %v", err)
+	}
+	if st := inst.State(); st != fleet.StateIdle {
+		t.Errorf("spawned instance is %s", st)
+	}
+	if err := tf.WaitAgent(t.Context(), "box"); err != nil {
+		t.Errorf("WaitAgent on a connected agent: %v", err)
+	}
+}
+
+func TestWaitAgentSaysWhyItGaveUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there: every dial fails
+	tf := startFleet(t, t.TempDir(), t.TempDir(), []fleet.Agent{{Name: "down", Addresses: []string{dead}}})
+
+	if err := tf.WaitAgent(t.Context(), "nobody"); !errors.Is(err, fleet.ErrUnknownAgent) {
+		t.Errorf("WaitAgent on an unknown agent: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	err = tf.WaitAgent(ctx, "down")
+	if !errors.Is(err, fleet.ErrNotConnected) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitAgent on an agent that never answers: %v", err)
+	}
+	_, err = tf.Spawn(ctx, fleet.SpawnOptions{Agent: "down", Cwd: "/", Bundle: "default"})
+	if !errors.Is(err, fleet.ErrNotConnected) {
+		t.Errorf("Spawn on an agent that never answers: %v", err)
+	}
+	if err := tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.WaitAgent(t.Context(), "down"); !errors.Is(err, fleet.ErrClosed) {
+		t.Errorf("WaitAgent after Close: %v", err)
 	}
 }

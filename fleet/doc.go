@@ -10,13 +10,16 @@
 // New builds a Fleet from options (state directory, bundle registry, the
 // directory of agents — a static list and, with WithTailnet, the peers of
 // `tailscale status` — whois, the trust prompter, a logger, timeouts); Start
-// connects and Close tears everything down. Spawn starts a worker and
-// returns an *Instance: Prompt blocks until the worker settles and returns
+// connects and Close tears everything down. Spawn starts a worker where
+// its SpawnOptions say (agent, cwd, bundle), waiting for the agent's
+// connection first (WaitAgent waits for that alone), and returns an
+// *Instance: Prompt blocks until the worker settles and returns
 // its final answer, PromptAsync does not wait, and Steer, FollowUp, Abort,
 // Stop, Output, SetModel, SetTools, Rebundle and the file review calls
 // (Diff, Read, List, Grep) act on it. Submit sends a tracked prompt and
 // returns a *Task; the application hears of each task_done exactly once
-// (WithTaskDone), even across restarts of the server, then decides with
+// (WithTaskDone; TaskKey names each notification), even across restarts
+// of the server, then decides with
 // Accept, Reject or, once escalated, Decide. Status and Subscribe show
 // agents, instances and tasks as they change. The package's Example is the
 // whole loop.
@@ -25,10 +28,9 @@
 //
 // A worker's pi session file lives on its agent's disk; the agent is the
 // source of truth and the fleet keeps a registry of every agent's sessions
-// (ListSessions) that equals the agent's disk after every reconnect (seed
-// §9: session.RegistryTable), with the server's own fields on top
-// (bundle, gitHead, tasks, the attached instance). CreateBaseline primes a
-// repository once (seed §8); SpawnOptions.FromSession starts a task from a
+// (ListSessions) that equals the agent's disk after every reconnect, with
+// the server's own fields on top (bundle, gitHead, tasks, the attached
+// instance). CreateBaseline primes a repository once; SpawnOptions.FromSession starts a task from a
 // baseline in a clone of it named task:<taskId>:<slug>, leaving the
 // baseline's bytes as they are; Resume continues any session as a clone or,
 // unless it is pinned, attached. The entries of every session a worker
@@ -42,8 +44,8 @@
 // connection in the connection machine of package transport; a lost agent
 // makes its instances unreachable, and on reconnect the fleet lists the
 // agent's instances, replays the events it missed and reconciles. Every
-// worker instance follows one state machine, InstanceTable (seed
-// state-flow §1 with the review cycle of §7); its documentation lists which
+// worker instance follows one state machine, InstanceTable (with the
+// review cycle); its documentation lists which
 // frame or SDK call fires which event. RejectionEvent and ResolveMaxRejects
 // decide where a rejection leads. The server's durable state (tasks and
 // their review state, task_done delivery, the instance registry, trust

@@ -232,7 +232,7 @@ func TestAgentDialsInAndFirstContactAsks(t *testing.T) {
 	if d, ok, _ := tf.Trust().Get("worker-01"); !ok || d.Policy != trust.Steer {
 		t.Errorf("decision not stored: %+v %v", d, ok)
 	}
-	inst, err := tf.Spawn(t.Context(), "worker-01", ps.Dir, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}

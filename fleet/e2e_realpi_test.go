@@ -54,7 +54,7 @@ func TestEndToEndWithTheRealPi(t *testing.T) {
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 
-	inst, err := tf.Spawn(t.Context(), "worker-01", ps.Dir, "faux", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "faux"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -440,7 +440,7 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 	if err != nil || pending != 0 || notified != 1 {
 		t.Errorf("deliveries: %d pending, %d notified, %v; want none pending and the one notified", pending, notified, err)
 	}
-	d, ok, err := store.Delivery(serverstore.DedupeKey{InstanceID: id, TaskID: task, Seq: td.Seq})
+	d, ok, err := store.Delivery(serverstore.DedupeKey{InstanceID: id, TaskID: task, Seq: float64(td.Seq)})
 	if err != nil || !ok || !d.Notified {
 		t.Errorf("the task_done's delivery: %+v %v %v", d, ok, err)
 	}
@@ -462,7 +462,7 @@ func TestAgentKill9MidTaskIsReadopted(t *testing.T) {
 	agentProc := aw.start(t)
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{aw.addr}}})
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
-	inst, err := tf.Spawn(t.Context(), "worker-01", aw.cwd, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: aw.cwd, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestTwoWorkersInParallelStreamsNeverMix(t *testing.T) {
 	}
 	workers := []*worker{{name: "A"}, {name: "B"}}
 	for _, w := range workers {
-		inst, err := tf.Spawn(t.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func TestStopAlwaysWorks(t *testing.T) {
 			tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}},
 				func(c *fleet.Config) { c.AbortTimeout = time.Second })
 			tf.waitAgent(t, "worker-01", transport.StateEstablished)
-			inst, err := tf.Spawn(t.Context(), "worker-01", ps.Dir, bundle, fleet.SpawnOptions{})
+			inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func TestEndToEndWithTheAgentDaemon(t *testing.T) {
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 
-	inst, err := tf.Spawn(t.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestEndToEndConnectionCut(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{proxy.Addr()}}})
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
-	inst, err := tf.Spawn(t.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func BenchmarkPromptRoundTripAgent(b *testing.B) {
 	addr, cwd := startAgent(b, reg)
 	tf := startFleet(b, b.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
 	tf.waitAgent(b, "worker-01", transport.StateEstablished)
-	inst, err := tf.Spawn(b.Context(), "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(b.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"})
 	if err != nil {
 		b.Fatal(err)
 	}

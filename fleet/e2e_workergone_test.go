@@ -49,7 +49,7 @@ func TestWorkerDeathIsKnownAtOnce(t *testing.T) {
 			tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
 			tf.waitAgent(t, "worker-01", transport.StateEstablished)
 			spawn := func() *fleet.Instance {
-				inst, err := tf.Spawn(t.Context(), "worker-01", ps.Dir, bundle, fleet.SpawnOptions{})
+				inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,6 +12,10 @@ import (
 var (
 	// ErrClosed: the fleet was closed (or never started).
 	ErrClosed = errors.New("fleet: closed")
+	// ErrAgentRefused: trust refused the agent's machine (no stored
+	// decision and no prompter, a deny policy, or a failed whois); it is
+	// not dialled again until its policy changes and Retry is called.
+	ErrAgentRefused = errors.New("fleet: agent refused by trust")
 	// ErrUnknownAgent: no agent of that name is in the directory.
 	ErrUnknownAgent = errors.New("fleet: unknown agent")
 	// ErrUnknownInstance: no instance with that id is tracked.
@@ -46,7 +50,7 @@ var (
 	// ErrUnknownSession is matched by every *UnknownSessionError.
 	ErrUnknownSession = errors.New("fleet: unknown session")
 	// ErrSessionPinned: attaching to a pinned session (a baseline) is
-	// refused: its bytes must never change (AC-3.5.3). Resume it as a
+	// refused: its bytes must never change. Resume it as a
 	// clone.
 	ErrSessionPinned = errors.New("fleet: session is pinned")
 	// ErrSessionBusy: a live instance is attached to the session already;

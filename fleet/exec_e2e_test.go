@@ -76,7 +76,7 @@ func TestExecThroughTheFleet(t *testing.T) {
 		t.Errorf("exec created a worker: %+v", st.Instances)
 	}
 
-	inst, err := tf.Spawn(ctx, "worker-01", ps.Dir, "plain", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,9 +51,28 @@ func (i *Instance) Diff(ctx context.Context, opts DiffOptions) (FileResult, erro
 	})
 }
 
-// Read reads a file of the instance's cwd; offset and limit page a text
-// file by lines (nil: the agent's defaults).
-func (i *Instance) Read(ctx context.Context, path string, offset, limit *float64) (FileResult, error) {
+// ReadOptions page a text file by lines for Read.
+type ReadOptions struct {
+	// Offset is the first line to read, counted from 1 (0: the start).
+	Offset int
+	// Limit is how many lines to read at most (0: the agent's default).
+	Limit int
+}
+
+// Read reads a file of the instance's cwd.
+func (i *Instance) Read(ctx context.Context, path string, opts ReadOptions) (FileResult, error) {
+	if opts.Offset < 0 || opts.Limit < 0 {
+		return FileResult{}, &ConfigError{Field: "ReadOptions", Reason: fmt.Sprintf("offset %d and limit %d must not be negative", opts.Offset, opts.Limit)}
+	}
+	var offset, limit *float64
+	if opts.Offset > 0 {
+		v := float64(opts.Offset)
+		offset = &v
+	}
+	if opts.Limit > 0 {
+		v := float64(opts.Limit)
+		limit = &v
+	}
 	return i.f.fs(ctx, i.id, "fs_read", func() transport.Frame {
 		return &transport.FsReadFrame{InstanceID: i.id, Path: path, Offset: offset, Limit: limit}
 	})
@@ -90,7 +109,7 @@ func (i *Instance) SetTools(ctx context.Context, tools []string) ([]string, erro
 	return set.Tools, nil
 }
 
-// Rebundle switches the worker to bundle on the same session (seed §10):
+// Rebundle switches the worker to bundle on the same session:
 // the agent syncs it and reloads the worker. The fleet follows the
 // rebundle machine (bundle/rebundle.Table) from the answer; on failure
 // the worker keeps its bundle and the error is a *RebundleError. The

@@ -65,11 +65,14 @@ type Fleet struct {
 	sessions  map[string]*session.Projection // per agent name
 	// heads are the HEADs last seen of baselines' repositories, by
 	// machine and cwd (staleness flags).
-	heads       map[string]string
-	listeners   []net.Listener
-	httpSrv     *http.Server
-	regURL      string
-	inboundAddr string
+	heads map[string]string
+	// agentsChanged is closed (and replaced) whenever an agent is added
+	// or its connection changes state: WaitAgent waits on it.
+	agentsChanged chan struct{}
+	listeners     []net.Listener
+	httpSrv       *http.Server
+	regURL        string
+	inboundAddr   string
 
 	mirrorMu sync.Mutex
 	mirrors  map[string]*session.Mirror // by machine and session path
@@ -79,7 +82,7 @@ type Fleet struct {
 
 	notifyMu   sync.Mutex
 	notifyCond *sync.Cond
-	notifyQ    []TaskReport
+	notifyQ    []queuedReport
 
 	closeOnce sync.Once
 	closeErr  error
@@ -123,19 +126,20 @@ func New(opts ...Option) (*Fleet, error) {
 		return nil, errors.Join(err, st.Close())
 	}
 	f := &Fleet{
-		cfg:       cfg,
-		log:       cfg.Logger.With().Str("component", "fleet").Logger(),
-		store:     st,
-		trust:     ts,
-		sessions:  map[string]*session.Projection{},
-		heads:     map[string]string{},
-		mirrors:   map[string]*session.Mirror{},
-		catching:  map[string]bool{},
-		rand:      cfg.Rand,
-		agents:    map[string]*agentState{},
-		instances: map[string]*instance{},
-		tasks:     map[string]*task{},
-		subs:      map[*Subscription]struct{}{},
+		cfg:           cfg,
+		log:           cfg.Logger.With().Str("component", "fleet").Logger(),
+		store:         st,
+		trust:         ts,
+		sessions:      map[string]*session.Projection{},
+		heads:         map[string]string{},
+		mirrors:       map[string]*session.Mirror{},
+		catching:      map[string]bool{},
+		rand:          cfg.Rand,
+		agents:        map[string]*agentState{},
+		agentsChanged: make(chan struct{}),
+		instances:     map[string]*instance{},
+		tasks:         map[string]*task{},
+		subs:          map[*Subscription]struct{}{},
 	}
 	f.notifyCond = sync.NewCond(&f.notifyMu)
 	if cfg.RegistryRoot != "" {
@@ -264,7 +268,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	for _, d := range pending {
 		if d.TaskDone != nil {
-			f.enqueueReport(f.reportOf(*d.TaskDone, d.Order))
+			f.enqueueReport(*d.TaskDone, d.Order)
 		}
 	}
 	f.wg.Add(1)
@@ -365,6 +369,7 @@ func (f *Fleet) Close() error {
 			s.closeLocked()
 			delete(f.subs, s)
 		}
+		f.agentsChangedLocked()
 		f.mu.Unlock()
 		if started {
 			f.cancel()
@@ -418,7 +423,7 @@ func (f *Fleet) newTaskID() string {
 	return "t-" + strconv.FormatInt(f.cfg.Now().UnixMilli(), 36) + "-" + f.hex(6)
 }
 
-// newTraceID mints the trace id of a spawn (AC-X.4).
+// newTraceID mints the trace id of a spawn.
 func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
 
 // ---- the instance machine ----
@@ -517,12 +522,13 @@ func (f *Fleet) setTaskStateLocked(t *task, state string) {
 
 // ---- task_done notification ----
 
-func (f *Fleet) reportOf(td serverstore.TaskDone, order uint64) TaskReport {
+func reportOf(td serverstore.TaskDone, order uint64) TaskReport {
+	seq := int64(td.Seq) // an integer on the wire (docs/protocol.md, task_done.seq)
 	return TaskReport{
-		Key:                  td.Key(),
+		Key:                  TaskKey{InstanceID: td.InstanceID, TaskID: td.TaskID, Seq: seq},
 		TaskID:               td.TaskID,
 		InstanceID:           td.InstanceID,
-		Seq:                  td.Seq,
+		Seq:                  seq,
 		Status:               td.Status,
 		Summary:              td.Summary,
 		LastAssistantMessage: td.LastAssistantMessage,
@@ -531,9 +537,16 @@ func (f *Fleet) reportOf(td serverstore.TaskDone, order uint64) TaskReport {
 	}
 }
 
-func (f *Fleet) enqueueReport(r TaskReport) {
+// queuedReport is a report waiting for the notifier, with the key the
+// store knows its task_done by.
+type queuedReport struct {
+	r   TaskReport
+	key serverstore.DedupeKey
+}
+
+func (f *Fleet) enqueueReport(td serverstore.TaskDone, order uint64) {
 	f.notifyMu.Lock()
-	f.notifyQ = append(f.notifyQ, r)
+	f.notifyQ = append(f.notifyQ, queuedReport{r: reportOf(td, order), key: td.Key()})
 	f.notifyCond.Signal()
 	f.notifyMu.Unlock()
 }
@@ -554,8 +567,9 @@ func (f *Fleet) notifier() {
 			f.notifyMu.Unlock()
 			return
 		}
-		r := f.notifyQ[0]
+		q := f.notifyQ[0]
 		f.notifyQ = f.notifyQ[1:]
+		r := q.r
 		f.notifyMu.Unlock()
 		if f.cfg.OnTaskDone != nil {
 			f.cfg.OnTaskDone(r)
@@ -563,7 +577,7 @@ func (f *Fleet) notifier() {
 		f.mu.Lock()
 		f.publishLocked(Change{Kind: ChangeTaskDone, InstanceID: r.InstanceID, TaskID: r.TaskID, Report: &r})
 		f.mu.Unlock()
-		if err := f.store.MarkNotified(r.Key); err != nil {
+		if err := f.store.MarkNotified(q.key); err != nil {
 			f.log.Error().Err(err).Str("key", r.Key.String()).Msg("record task_done notification")
 		}
 	}

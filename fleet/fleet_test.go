@@ -167,7 +167,7 @@ func (tf *testFleet) report(t *testing.T) fleet.TaskReport {
 
 func spawn(t testing.TB, tf *testFleet, machine string) *fleet.Instance {
 	t.Helper()
-	inst, err := tf.Spawn(t.Context(), machine, "/work/repo", "default", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: machine, Cwd: "/work/repo", Bundle: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestSpawnWalksToIdleAndPromptReturnsTheLastAssistantText(t *testing.T) {
 	tf := newTestFleet(t, peer)
 
 	var phases []string
-	inst, err := tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default",
 		OnProgress: func(p fleet.SpawnProgress) { phases = append(phases, p.Phase) }})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestSpawnErrorCarriesTheAgentsCode(t *testing.T) {
 	peer.spawnError = &transport.SpawnErrorFrame{Code: "max_workers", Message: "machine at capacity: 2/2 workers running"}
 	tf := newTestFleet(t, peer)
 
-	_, err := tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{})
+	_, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default"})
 	var se *fleet.SpawnError
 	if !errors.As(err, &se) || se.Code != "max_workers" || !errors.Is(err, fleet.ErrSpawn) {
 		t.Fatalf("Spawn error = %v, want a *SpawnError with code max_workers", err)
@@ -260,7 +260,7 @@ func TestPlatformMismatchIsRefusedBeforeAnyFrame(t *testing.T) {
 	tf := newTestFleet(t, peer)
 	publish(t, tf.regRoot, "winonly", `{"platforms":["win32"]}`)
 
-	_, err := tf.Spawn(t.Context(), "box", "/work/repo", "winonly", fleet.SpawnOptions{})
+	_, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "winonly"})
 	var pe *bundle.PlatformError
 	if !errors.As(err, &pe) || pe.Platform != "linux" {
 		t.Fatalf("Spawn error = %v, want a *bundle.PlatformError for linux", err)
@@ -349,7 +349,7 @@ func TestTaskDoneIsNotifiedOnceAndAcked(t *testing.T) {
 		t.Errorf("tracked prompt carries task %q, want %q", rpc.TaskID, task.ID())
 	}
 	ack := nextFrame[*transport.TaskDoneAckFrame](t, peer)
-	if ack.TaskID != task.ID() || ack.Seq != r.Seq {
+	if ack.TaskID != task.ID() || ack.Seq != float64(r.Seq) {
 		t.Errorf("ack %+v, want task %s seq %v", ack, task.ID(), r.Seq)
 	}
 	if r.Status != "settled" || !strings.Contains(r.LastAssistantMessage, "write the docs") {
@@ -358,15 +358,15 @@ func TestTaskDoneIsNotifiedOnceAndAcked(t *testing.T) {
 
 	// The agent replays the same report (its ack was lost): acked again,
 	// not notified again.
-	dup := &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: r.Seq, Status: transport.TaskSettled, Summary: "again"}
+	dup := &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: float64(r.Seq), Status: transport.TaskSettled, Summary: "again"}
 	peer.send(peer.conn(), dup)
 	ack2 := nextFrame[*transport.TaskDoneAckFrame](t, peer)
-	if ack2.Seq != r.Seq {
+	if ack2.Seq != float64(r.Seq) {
 		t.Errorf("duplicate acked with seq %v, want %v", ack2.Seq, r.Seq)
 	}
 	// Notifications keep receipt order: a new report after the duplicate
 	// is the next one the application hears of.
-	barrier := &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: r.Seq + 1, Status: transport.TaskSettled, Summary: "barrier"}
+	barrier := &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: float64(r.Seq + 1), Status: transport.TaskSettled, Summary: "barrier"}
 	peer.send(peer.conn(), barrier)
 	if next := tf.report(t); next.Seq != r.Seq+1 {
 		t.Fatalf("next notification has seq %v, want the barrier's %v: the duplicate was notified again", next.Seq, r.Seq+1)
@@ -401,7 +401,7 @@ func TestMaxRejectsEscalatesAndAHumanDecides(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
 	tf := newTestFleet(t, peer)
 	publish(t, tf.regRoot, "strict", `{"review":{"maxRejects":1}}`)
-	inst, err := tf.Spawn(t.Context(), "box", "/work/repo", "strict", fleet.SpawnOptions{})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "strict"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,9 +606,9 @@ func TestServerRestartKeepsTasksAndDedupe(t *testing.T) {
 	// The agent replays the report whose ack the first server sent: a
 	// duplicate for the restarted server too.
 	drainFrames(peer)
-	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: r.Seq, Status: transport.TaskSettled, Summary: "x"})
+	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: float64(r.Seq), Status: transport.TaskSettled, Summary: "x"})
 	nextFrame[*transport.TaskDoneAckFrame](t, peer)
-	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: r.Seq + 5, Status: transport.TaskSettled, Summary: "barrier"})
+	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: float64(r.Seq + 5), Status: transport.TaskSettled, Summary: "barrier"})
 	if next := tf2.report(t); next.Seq != r.Seq+5 {
 		t.Fatalf("restarted server notified seq %v first; want only the new report %v", next.Seq, r.Seq+5)
 	}
@@ -623,7 +623,7 @@ func TestFileServiceAndTypedErrors(t *testing.T) {
 	tf := newTestFleet(t, peer)
 	inst := spawn(t, tf, "box")
 
-	res, err := inst.Read(t.Context(), "main.go", nil, nil)
+	res, err := inst.Read(t.Context(), "main.go", fleet.ReadOptions{})
 	if err != nil || res.Text == nil || *res.Text != "contents of main.go" {
 		t.Fatalf("Read = %+v, %v", res, err)
 	}
@@ -638,7 +638,7 @@ func TestFileServiceAndTypedErrors(t *testing.T) {
 	if _, err := tf.Instance("nope"); !errors.Is(err, fleet.ErrUnknownInstance) {
 		t.Errorf("unknown instance: %v", err)
 	}
-	if _, err := tf.Spawn(t.Context(), "elsewhere", "/", "default", fleet.SpawnOptions{}); !errors.Is(err, fleet.ErrUnknownAgent) {
+	if _, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "elsewhere", Cwd: "/", Bundle: "default"}); !errors.Is(err, fleet.ErrUnknownAgent) {
 		t.Errorf("unknown agent: %v", err)
 	}
 	if err := inst.Abort(t.Context()); !errors.Is(err, fleet.ErrInvalidState) {
@@ -700,7 +700,7 @@ func TestCloseIsIdempotent(t *testing.T) {
 	if err := tf.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := tf.Spawn(context.Background(), "box", "/", "default", fleet.SpawnOptions{}); !errors.Is(err, fleet.ErrClosed) {
+	if _, err := tf.Spawn(context.Background(), fleet.SpawnOptions{Agent: "box", Cwd: "/", Bundle: "default"}); !errors.Is(err, fleet.ErrClosed) {
 		t.Errorf("Spawn after Close: %v, want ErrClosed", err)
 	}
 }
@@ -723,7 +723,7 @@ func TestPendingNotificationOfAPreviousRunIsDeliveredOnceAtStart(t *testing.T) {
 	}
 
 	tf := startFleet(t, state, reg, nil)
-	if r := tf.report(t); r.Key != td.Key() || r.Summary != "it works" {
+	if r := tf.report(t); r.Key != (fleet.TaskKey{InstanceID: "i-1", TaskID: "t-1", Seq: 42}) || r.Key.String() != td.Key().String() || r.Summary != "it works" {
 		t.Fatalf("report %+v", r)
 	}
 	if err := tf.Close(); err != nil {

@@ -251,7 +251,7 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		f.log.Debug().Str("key", rc.Key.String()).Msg("duplicate task_done acked")
 		return
 	}
-	f.enqueueReport(f.reportOf(td, rc.Order))
+	f.enqueueReport(td, rc.Order)
 }
 
 // onSpawnProgressLocked walks a spawn through requested → spawning →

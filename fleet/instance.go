@@ -135,8 +135,15 @@ type SpawnProgress struct {
 	BytesFetched, BytesReused             int64
 }
 
-// SpawnOptions tune a spawn.
+// SpawnOptions say what to spawn where, and tune the spawn.
 type SpawnOptions struct {
+	// Agent is the name of the agent to run the worker on (as in the
+	// directory of agents and Status).
+	Agent string
+	// Cwd is the worker's working directory on the agent's machine.
+	Cwd string
+	// Bundle is the name of the bundle in the registry the worker runs.
+	Bundle string
 	// PinnedHash is the only version (bundleHash) of the bundle the worker
 	// may run: Spawn refuses at once when the registry serves another (a
 	// *bundle.HashPinError), and the agent refuses any other it would
@@ -148,7 +155,7 @@ type SpawnOptions struct {
 	// path, its session id or its name ("baseline:api"; the newest of that
 	// name). The session's machine, cwd and bundle are used for an empty
 	// machine, cwd or bundle name. A baseline whose repository's HEAD moved
-	// is used, and flagged stale (Instance.Origin, AC-3.5.6).
+	// is used, and flagged stale (Instance.Origin).
 	FromSession string
 	// SessionMode is clone (default: the worker clones the session at once
 	// and works in the new file, named task:<taskId>:<slug>; the source's
@@ -160,7 +167,7 @@ type SpawnOptions struct {
 	// Budget limits the worker's spend.
 	Budget *transport.Budget
 	// TraceID follows the spawn and every task of the instance across
-	// server and agent logs; minted when empty (AC-X.4).
+	// server and agent logs; minted when empty.
 	TraceID string
 	// OnProgress, when set, receives the agent's spawn progress (files and
 	// bytes fetched), in order, on the agent's frame goroutine: it must be
@@ -209,15 +216,26 @@ func (i *Instance) Ended() <-chan struct{} {
 	return c
 }
 
-// Spawn starts a worker of bundle on agent machine in cwd. The bundle's
-// manifest is read from the registry root and checked against the agent's
-// platform (a *bundle.PlatformError) and SpawnOptions.PinnedHash (a
-// *bundle.HashPinError) before any frame is sent. A refusal
-// of the agent is a *SpawnError with its spawn_error code. Spawn returns
-// once the instance is idle (spawned), or failed.
-func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts SpawnOptions) (*Instance, error) {
+// Spawn starts a worker of opts.Bundle on agent opts.Agent in opts.Cwd.
+// An agent that is being dialled (right after Start, or on the dialer's
+// retry) is waited for within ctx and Config.SpawnTimeout; one that is
+// lost between retries fails at once with ErrNotConnected (WaitAgent waits
+// through those). The bundle's manifest is read from the registry root and
+// checked against the agent's platform (a *bundle.PlatformError) and
+// SpawnOptions.PinnedHash (a *bundle.HashPinError) before any frame is
+// sent. A refusal of the agent is a *SpawnError with its spawn_error code.
+// Spawn returns once the instance is idle (spawned), or failed.
+func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error) {
 	if f.cfg.RegistryRoot == "" {
 		return nil, &ConfigError{Field: "RegistryRoot", Reason: "Spawn needs a registry"}
+	}
+	ctx, cancelAll := context.WithTimeout(ctx, f.cfg.SpawnTimeout)
+	defer cancelAll()
+	machine, cwd, bundleName := opts.Agent, opts.Cwd, opts.Bundle
+	if machine != "" {
+		if err := f.waitAgent(ctx, machine, false); err != nil {
+			return nil, fmt.Errorf("fleet: spawn: %w", err)
+		}
 	}
 	var origin *serverstore.Instance
 	if opts.FromSession != "" {
@@ -226,6 +244,15 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 			return nil, err
 		}
 		origin = o
+		if err := f.waitAgent(ctx, machine, false); err != nil {
+			return nil, fmt.Errorf("fleet: spawn: %w", err)
+		}
+	}
+	switch {
+	case machine == "":
+		return nil, &ConfigError{Field: "Agent", Reason: "Spawn needs an agent name"}
+	case bundleName == "":
+		return nil, &ConfigError{Field: "Bundle", Reason: "Spawn needs a bundle name"}
 	}
 	man, err := registry.Show(f.cfg.RegistryRoot, bundleName)
 	if err != nil {
@@ -318,8 +345,7 @@ func (f *Fleet) Spawn(ctx context.Context, machine, cwd, bundleName string, opts
 	f.log.Info().Str("agent", machine).Str("bundle", bundleName).Str("traceId", traceID).Msg("spawn sent")
 	f.mu.Unlock()
 
-	wctx, cancel := context.WithTimeout(ctx, f.cfg.SpawnTimeout)
-	defer cancel()
+	wctx := ctx
 	_, err = await(wctx, w)
 	f.mu.Lock()
 	if err != nil {

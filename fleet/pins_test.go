@@ -22,7 +22,7 @@ func TestSpawnPinnedToAnotherHashIsRefusedBeforeAnyFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := "sha256:0000000000000000000000000000000000000000000000000000000000000000"
-	_, err = tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{PinnedHash: wrong})
+	_, err = tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default", PinnedHash: wrong})
 	var he *bundle.HashPinError
 	if !errors.As(err, &he) || !errors.Is(err, bundle.CodeHashMismatch) || he.Pinned != wrong || he.Served != man.BundleHash {
 		t.Fatalf("Spawn pinned to another hash: %v", err)
@@ -30,7 +30,7 @@ func TestSpawnPinnedToAnotherHashIsRefusedBeforeAnyFrame(t *testing.T) {
 	if st := tf.Status(t.Context()); len(st.Instances) != 0 {
 		t.Errorf("a refused spawn left instances: %+v", st.Instances)
 	}
-	if _, err := tf.Spawn(t.Context(), "box", "/work/repo", "default", fleet.SpawnOptions{PinnedHash: man.BundleHash}); err != nil {
+	if _, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default", PinnedHash: man.BundleHash}); err != nil {
 		t.Fatal(err)
 	}
 	if sp := nextFrame[*transport.SpawnFrame](t, peer); sp.BundleHash != man.BundleHash {

@@ -70,7 +70,7 @@ func BenchmarkServerScale(b *testing.B) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for range perAgent {
-				if _, err := tf.Spawn(ctx, p.machine, "/work/repo", "default", fleet.SpawnOptions{}); err != nil {
+				if _, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: p.machine, Cwd: "/work/repo", Bundle: "default"}); err != nil {
 					errs <- fmt.Errorf("spawn on %s: %w", p.machine, err)
 					return
 				}

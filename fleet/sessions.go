@@ -19,11 +19,11 @@ import (
 	"example.com/pifleet/transport/trust"
 )
 
-// The session registry on the server side (seeds §8 and §9): the agents'
+// The session registry on the server side: the agents'
 // sessions as they report them, the server's own fields on top (bundle,
 // gitHead, tasks, the attached instance), baselines, resume, and a mirror
 // of the entries of every session a tracked worker writes, kept by
-// catch-up after every settle and after every reconnect (AC-3.5.7).
+// catch-up after every settle and after every reconnect.
 
 // namingTimeout bounds the wait for pi's answer to set_session_name.
 const namingTimeout = 10 * time.Second
@@ -38,10 +38,10 @@ type SessionFilter struct {
 type SessionView struct {
 	session.Record
 	// Registry is the reconciliation state of the machine's projection
-	// (seed §9): anything but synced means the listing may be out of date.
+	//: anything but synced means the listing may be out of date.
 	Registry session.RegistryState
 	// StaleBaseline flags a baseline whose repository's HEAD is no longer
-	// the GitHead it was primed on (AC-3.5.6), as last checked;
+	// the GitHead it was primed on, as last checked;
 	// CurrentHead is that check's HEAD ("" when never checked).
 	StaleBaseline bool
 	CurrentHead   string
@@ -54,7 +54,7 @@ type SessionOrigin struct {
 	Source, Name string
 	Mode         transport.SessionMode
 	// StaleBaseline: the source is a baseline whose repository's HEAD had
-	// moved when the worker was spawned (AC-3.5.6).
+	// moved when the worker was spawned.
 	StaleBaseline bool
 }
 
@@ -333,7 +333,7 @@ func (f *Fleet) resolveOrigin(ctx context.Context, machine, cwd, bundleName *str
 
 // annotateSpawnedLocked records the server's fields of a new worker's
 // session: the bundle, the attached instance, and for a clone its task
-// name (seed §8). It returns the rename to send, if any.
+// name. It returns the rename to send, if any.
 func (f *Fleet) annotateSpawnedLocked(inst *instance) {
 	if inst.rec.SessionPath == "" {
 		return
@@ -493,18 +493,18 @@ type ResumeOptions struct {
 	// parentSession is the session) or attach (it appends to the session
 	// itself; refused for a pinned session with ErrSessionPinned).
 	Mode transport.SessionMode
-	// Machine narrows the lookup of the session; Bundle overrides the
-	// session's recorded bundle; the rest is passed to Spawn.
-	Machine, Bundle string
-	Spawn           SpawnOptions
+	// Spawn is passed to Spawn: its Agent narrows the lookup of the
+	// session, its Bundle overrides the session's recorded bundle; the
+	// worker's cwd is always the session's.
+	Spawn SpawnOptions
 }
 
 // Resume starts a worker on a session of the registry (a path, a session
 // id or a name) on the machine and in the directory where it lives.
 func (f *Fleet) Resume(ctx context.Context, ref string, opts ResumeOptions) (*Instance, error) {
 	so := opts.Spawn
-	so.FromSession, so.SessionMode = ref, opts.Mode
-	return f.Spawn(ctx, opts.Machine, "", opts.Bundle, so)
+	so.FromSession, so.SessionMode, so.Cwd = ref, opts.Mode, ""
+	return f.Spawn(ctx, so)
 }
 
 // ---- entry mirrors and catch-up (seed §9 catch_up, AC-3.5.7) ----

@@ -110,7 +110,7 @@ func TestBaselineCloneResumeAndMirror(t *testing.T) {
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 	ctx := t.Context()
 
-	b, err := tf.CreateBaseline(ctx, "worker-01", cwd, "plain", fleet.BaselineOptions{Prompt: "say: primed on the repo", Repo: "api"})
+	b, err := tf.CreateBaseline(ctx, fleet.BaselineOptions{Spawn: fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"}, Prompt: "say: primed on the repo", Repo: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestBaselineCloneResumeAndMirror(t *testing.T) {
 
 	// A task from the baseline, by name; machine, cwd and bundle come
 	// from its record.
-	inst, err := tf.Spawn(ctx, "", "", "", fleet.SpawnOptions{FromSession: "baseline:api"})
+	inst, err := tf.Spawn(ctx, fleet.SpawnOptions{FromSession: "baseline:api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestBaselineCloneResumeAndMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	git(t, cwd, "commit", "-q", "-am", "second")
-	stale, err := tf.Spawn(ctx, "worker-01", "", "", fleet.SpawnOptions{FromSession: b.Path})
+	stale, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: "worker-01", FromSession: b.Path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestBaselineCloneResumeAndMirror(t *testing.T) {
 	if fileSum(t, b.Path) != baseSum {
 		t.Fatal("the baseline file changed")
 	}
-	if _, err := tf.Spawn(ctx, "", "", "", fleet.SpawnOptions{FromSession: "baseline:nope"}); !errors.Is(err, fleet.ErrUnknownSession) ||
+	if _, err := tf.Spawn(ctx, fleet.SpawnOptions{FromSession: "baseline:nope"}); !errors.Is(err, fleet.ErrUnknownSession) ||
 		!strings.Contains(err.Error(), "unknown baseline: nope") {
 		t.Fatalf("unknown baseline: %v", err)
 	}
@@ -288,7 +288,7 @@ func TestCatchUpAfterServerRestartMidTask(t *testing.T) {
 
 	f1 := startFleet(t, stateDir, reg, agents)
 	f1.waitAgent(t, "worker-01", transport.StateEstablished)
-	inst, err := f1.Spawn(ctx, "worker-01", cwd, "plain", fleet.SpawnOptions{})
+	inst, err := f1.Spawn(ctx, fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestRealPiBaselineAndClone(t *testing.T) {
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 	ctx := t.Context()
 
-	b, err := tf.CreateBaseline(ctx, "worker-01", cwd, "faux", fleet.BaselineOptions{Prompt: "say: primed", Repo: "api"})
+	b, err := tf.CreateBaseline(ctx, fleet.BaselineOptions{Spawn: fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "faux"}, Prompt: "say: primed", Repo: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestRealPiBaselineAndClone(t *testing.T) {
 	}
 	baseSum := fileSum(t, b.Path)
 
-	inst, err := tf.Spawn(ctx, "", "", "", fleet.SpawnOptions{FromSession: "baseline:api"})
+	inst, err := tf.Spawn(ctx, fleet.SpawnOptions{FromSession: "baseline:api"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestRegistryEqualsTheAgentsDiskAfterARestart(t *testing.T) {
 
 	f1 := startFleet(t, stateDir, reg, agents)
 	f1.waitAgent(t, "worker-01", transport.StateEstablished)
-	b, err := f1.CreateBaseline(ctx, "worker-01", ps.Dir, "plain", fleet.BaselineOptions{Prompt: "say: primed"})
+	b, err := f1.CreateBaseline(ctx, fleet.BaselineOptions{Spawn: fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"}, Prompt: "say: primed"})
 	if err != nil {
 		t.Fatal(err)
 	}

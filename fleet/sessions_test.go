@@ -71,7 +71,7 @@ func TestFreshCloneIsListedAsATask(t *testing.T) {
 	tf := newTestFleet(t, a)
 	base := transport.SessionInfo{SessionID: "s-base", Path: "/s/base.jsonl", Name: "baseline:api", Cwd: "/w", Kind: "baseline", Pinned: true, UpdatedAt: 100}
 	report(t, tf, a, base)
-	inst, err := tf.Spawn(t.Context(), "", "", "default", fleet.SpawnOptions{FromSession: "baseline:api"})
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Bundle: "default", FromSession: "baseline:api"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,13 @@ import (
 )
 
 // InstanceState is where one worker instance stands, as the server tracks
-// it (seed state-flow §1, with the review cycle of §7). The names are the
-// seed's.
+// it.
 type InstanceState string
 
 // InstanceEvent moves an instance between InstanceStates.
 type InstanceEvent string
 
-// The states of seed §1.
+// The states of a worker instance.
 const (
 	// StateRequested: the spawn frame is sent; the agent has not answered.
 	StateRequested InstanceState = "requested"
@@ -135,8 +134,8 @@ const (
 	EventWorkerGone InstanceEvent = "workerGone"
 )
 
-// InstanceTable is the worker instance lifecycle of seed §1, review cycle
-// of §7 included, as a table (machine name "instance").
+// InstanceTable is the worker instance lifecycle, review cycle included,
+// as a table (machine name "instance").
 //
 // # Driving rules
 //

@@ -19,7 +19,7 @@ type AgentStatus struct {
 	Addresses []string
 	// Source is static, tailnet, inbound or restored.
 	Source string
-	// State is the connection machine's state (seed §2).
+	// State is the connection machine's state.
 	State transport.ConnState
 	// Machine, User: who the agent is (whois, or its hello).
 	Machine, User string
@@ -40,7 +40,7 @@ type InstanceStatus struct {
 	InstanceID, Agent, Cwd string
 	State                  InstanceState
 	Bundle, BundleHash     string
-	Model                  *serverstore.ModelRef
+	Model                  *transport.ModelRef
 	Degraded               bool
 	TraceID                string
 	OpenTask               string
@@ -55,7 +55,7 @@ type InstanceStatus struct {
 	SessionRef string
 	// FromSession is the session the worker started from (a clone of it,
 	// or attached to it: SessionMode); StaleBaseline flags a baseline whose
-	// repository had moved on at spawn (AC-3.5.6).
+	// repository had moved on at spawn.
 	FromSession   string
 	SessionMode   string
 	StaleBaseline bool
@@ -67,7 +67,7 @@ type Status struct {
 	Instances []InstanceStatus
 	Tasks     []TaskInfo
 	// Baselines are the baseline sessions of every agent, stale ones
-	// flagged (AC-3.5.6).
+	// flagged.
 	Baselines []SessionView
 }
 
@@ -107,7 +107,7 @@ func (f *Fleet) Status(ctx context.Context) Status {
 	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
 	for _, inst := range f.instances {
 		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
-			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: inst.rec.Model, Degraded: inst.rec.Degraded,
+			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: modelOf(inst.rec.Model), Degraded: inst.rec.Degraded,
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
 			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
 			FromSession: inst.rec.FromSession, SessionMode: inst.rec.SessionMode, StaleBaseline: inst.rec.StaleBaseline}
@@ -126,4 +126,11 @@ func (f *Fleet) Status(ctx context.Context) Status {
 
 func sortBy[T any](s []T, key func(T) string) {
 	slices.SortFunc(s, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+}
+
+func modelOf(m *serverstore.ModelRef) *transport.ModelRef {
+	if m == nil {
+		return nil
+	}
+	return &transport.ModelRef{Provider: m.Provider, ID: m.ID, Thinking: m.Thinking}
 }

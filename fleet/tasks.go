@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -33,21 +35,51 @@ func (t *task) markDoneLocked() {
 	}
 }
 
+// TaskKey names one task_done notification: the instance, the task, and
+// the agent's sequence number of the notification. The fleet delivers each
+// key once; a handler that must act exactly once is idempotent on it (a
+// crash between the handler's return and the fleet's record of it replays
+// the notification after the restart).
+type TaskKey struct {
+	InstanceID string
+	TaskID     string
+	Seq        int64
+}
+
+// String renders the key as "<instanceId>:<taskId>:<seq>", the form logs
+// use.
+func (k TaskKey) String() string {
+	return k.InstanceID + ":" + k.TaskID + ":" + strconv.FormatInt(k.Seq, 10)
+}
+
 // TaskReport is a task_done as the application is told of it.
 type TaskReport struct {
-	// Key is the dedupe key (instance, task, seq): a handler that must act
-	// exactly once is idempotent on it.
-	Key        serverstore.DedupeKey
+	// Key is the notification's dedupe key.
+	Key        TaskKey
 	TaskID     string
 	InstanceID string
-	Seq        float64
+	// Seq is the agent's sequence number of the notification (Key.Seq).
+	Seq int64
 	// Status is settled, budget_exceeded or aborted.
 	Status               string
 	Summary              string
 	LastAssistantMessage string
 	TraceID              string
-	// Order is the receipt order across the server's life.
+	// Order is the receipt order across the server's life (zero in
+	// TaskInfo.LastDone).
 	Order uint64
+}
+
+// Feedback is one rejection of a task.
+type Feedback struct {
+	At        time.Time
+	Text      string
+	Truncated bool
+	// By says who rejected: "application" or "human".
+	By string
+	// Delivered is set once the feedback was sent to the worker as a new
+	// prompt; feedback not delivered yet is sent again after a reconnect.
+	Delivered bool
 }
 
 // TaskInfo describes a task and its review.
@@ -57,15 +89,23 @@ type TaskInfo struct {
 	State      string
 	Rejects    int
 	MaxRejects int
-	Feedback   []serverstore.Feedback
-	LastDone   *serverstore.TaskDone
-	Verdict    string
+	Feedback   []Feedback
+	// LastDone is the task's latest task_done, nil before the first.
+	LastDone *TaskReport
+	Verdict  string
 }
 
 func infoOf(rec serverstore.Task) TaskInfo {
-	return TaskInfo{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Agent: rec.Machine, Prompt: rec.Prompt,
-		TraceID: rec.TraceID, State: rec.State, Rejects: rec.Rejects, MaxRejects: rec.MaxRejects,
-		Feedback: append([]serverstore.Feedback(nil), rec.Feedback...), LastDone: rec.LastDone, Verdict: rec.Verdict}
+	info := TaskInfo{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Agent: rec.Machine, Prompt: rec.Prompt,
+		TraceID: rec.TraceID, State: rec.State, Rejects: rec.Rejects, MaxRejects: rec.MaxRejects, Verdict: rec.Verdict}
+	for _, fb := range rec.Feedback {
+		info.Feedback = append(info.Feedback, Feedback{At: fb.At, Text: fb.Text, Truncated: fb.Truncated, By: fb.By, Delivered: fb.Delivered})
+	}
+	if rec.LastDone != nil {
+		r := reportOf(*rec.LastDone, 0)
+		info.LastDone = &r
+	}
+	return info
 }
 
 // Task is a handle on one tracked task.
@@ -165,7 +205,7 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 	}
 	id := f.taskIDFor(inst)
 	f.mu.Unlock()
-	// The session is named after its task before the task starts (seed §8).
+	// The session is named after its task before the task starts.
 	f.nameForTask(ctx, i.id, id, text)
 	f.mu.Lock()
 	t := &task{done: make(chan struct{}), rec: serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,

@@ -209,14 +209,15 @@ func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, p
 		// A client that goes away does not abandon the spawn halfway: the
 		// worker the agent starts is tracked like any other (the fleet
 		// bounds the wait with its SpawnTimeout).
-		return b.f.Spawn(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+		opts.Agent, opts.Cwd, opts.Bundle = req.Agent, req.Cwd, req.Bundle
+		return b.f.Spawn(context.WithoutCancel(ctx), opts)
 	})
 }
 
 // Resume starts a worker on a session of the registry, like Spawn.
 func (b *fleetBackend) Resume(ctx context.Context, req controlapi.ResumeRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
-	opts := fleet.ResumeOptions{Mode: transport.SessionMode(req.Mode), Machine: req.Machine, Bundle: req.Bundle,
-		Spawn: fleet.SpawnOptions{Env: req.Env, TraceID: req.TraceID, Model: modelOf(req.Model)}}
+	opts := fleet.ResumeOptions{Mode: transport.SessionMode(req.Mode),
+		Spawn: fleet.SpawnOptions{Agent: req.Machine, Bundle: req.Bundle, Env: req.Env, TraceID: req.TraceID, Model: modelOf(req.Model)}}
 	return b.spawned(ctx, progress, func(onProgress func(fleet.SpawnProgress)) (*fleet.Instance, error) {
 		opts.Spawn.OnProgress = onProgress
 		return b.f.Resume(context.WithoutCancel(ctx), req.Session, opts)
@@ -669,8 +670,9 @@ func (b *fleetBackend) CreateBaseline(ctx context.Context, req controlapi.Baseli
 	opts := fleet.BaselineOptions{Prompt: req.Prompt, Repo: req.Repo,
 		SettleTimeout:  time.Duration(req.SettleTimeoutSeconds * float64(time.Second)),
 		CompactTimeout: time.Duration(req.CompactTimeoutSeconds * float64(time.Second)),
-		Spawn:          fleet.SpawnOptions{Model: modelOf(req.Model), TraceID: req.TraceID}}
-	bl, err := b.f.CreateBaseline(context.WithoutCancel(ctx), req.Agent, req.Cwd, req.Bundle, opts)
+		Spawn: fleet.SpawnOptions{Agent: req.Agent, Cwd: req.Cwd, Bundle: req.Bundle,
+			Model: modelOf(req.Model), TraceID: req.TraceID}}
+	bl, err := b.f.CreateBaseline(context.WithoutCancel(ctx), opts)
 	if err != nil {
 		return controlapi.Baseline{}, apiError(err)
 	}

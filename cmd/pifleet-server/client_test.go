@@ -33,6 +33,7 @@ type scriptedBackend struct {
 	sessions []controlapi.Session
 	search   controlapi.SearchResult
 	resumed  controlapi.SpawnResult
+	file     controlapi.FileResult
 }
 
 func (b *scriptedBackend) record(format string, args ...any) error {
@@ -579,4 +580,20 @@ func TestParseFromEnvironment(t *testing.T) {
 	if _, err := p.Parse([]string{"accept", "t"}); err != nil || c.Accept.Disposition != "stop" || c.Accept.API != "unix:/x.sock" {
 		t.Errorf("accept from env: %+v %v", c.Accept, err)
 	}
+}
+
+func (b *scriptedBackend) Diff(_ context.Context, id string, q controlapi.DiffQuery) (controlapi.FileResult, error) {
+	return b.file, b.record("Diff %s ref=%s staged=%v stat=%v", id, q.Ref, q.Staged, q.Stat)
+}
+
+func (b *scriptedBackend) ReadFile(_ context.Context, id string, q controlapi.ReadQuery) (controlapi.FileResult, error) {
+	return b.file, b.record("ReadFile %s %s offset=%d limit=%d", id, q.Path, q.Offset, q.Limit)
+}
+
+func (b *scriptedBackend) ListDir(_ context.Context, id, path string) (controlapi.FileResult, error) {
+	return b.file, b.record("ListDir %s %q", id, path)
+}
+
+func (b *scriptedBackend) Grep(_ context.Context, id string, q controlapi.GrepQuery) (controlapi.FileResult, error) {
+	return b.file, b.record("Grep %s %q glob=%q", id, q.Pattern, q.Glob)
 }

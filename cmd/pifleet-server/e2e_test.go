@@ -104,6 +104,21 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("prompt --wait printed %q, want the final message", got)
 	}
 
+	// The reviewer's view of the worker's tree, through the agent.
+	run("prompt", "--wait", id, "write: notes/draft.txt first line\nsay: wrote it")
+	if got := run("cat", id, "notes/draft.txt"); got != "first line\n" {
+		t.Errorf("cat printed %q", got)
+	}
+	if got := run("ls", id, "notes"); !strings.Contains(got, "  draft.txt\n") {
+		t.Errorf("ls printed %q", got)
+	}
+	if got := run("grep", id, "first", "--glob=**/*.txt"); !strings.Contains(got, "draft.txt") || !strings.Contains(got, "first line") {
+		t.Errorf("grep printed %q", got)
+	}
+	if status, _, errOut := runCLI(t, "diff", id, api); status != 1 || !strings.Contains(errOut, "file_error (not_a_repo)") {
+		t.Errorf("diff outside a repository: %d %s", status, errOut)
+	}
+
 	w, err := c.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)

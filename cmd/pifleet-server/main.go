@@ -11,6 +11,7 @@
 //	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
 //	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
 //	pifleet-server steer|abort|stop|output INSTANCE …
+//	pifleet-server diff INSTANCE [--ref REF] [--staged] [--stat] | cat INSTANCE PATH | ls INSTANCE [PATH] | grep INSTANCE PATTERN [--glob G]
 //	pifleet-server accept TASK [--disposition stop|keep_idle]
 //	pifleet-server reject TASK FEEDBACK
 //	pifleet-server trust list | trust set MACHINE allow|steer|deny
@@ -48,6 +49,10 @@ type CLI struct {
 	Abort    AbortCmd    `cmd:"" group:"Client" help:"Interrupt an instance's run."`
 	Stop     StopCmd     `cmd:"" group:"Client" help:"Stop an instance's worker."`
 	Output   OutputCmd   `cmd:"" group:"Client" help:"Show an instance's latest events and last message."`
+	Diff     DiffCmd     `cmd:"" group:"Review" help:"Show git diff of an instance's working tree."`
+	Cat      CatCmd      `cmd:"" group:"Review" help:"Print a file of an instance's working tree."`
+	Ls       LsCmd       `cmd:"" group:"Review" help:"List a directory of an instance's working tree."`
+	Grep     GrepCmd     `cmd:"" group:"Review" help:"Search an instance's working tree."`
 	Tasks    TasksCmd    `cmd:"" group:"Client" help:"List the tracked tasks."`
 	Accept   AcceptCmd   `cmd:"" group:"Client" help:"Accept a task that awaits review."`
 	Reject   RejectCmd   `cmd:"" group:"Client" help:"Send a task back with feedback."`

@@ -135,7 +135,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 	opts = append(opts,
 		fleet.WithStateDir(c.StateDir),
 		fleet.WithRegistry(c.Registry, ""),
-		func(cfg *fleet.Config) { cfg.RegistryURL = regURL },
+		fleet.WithRegistryURL(regURL),
 		fleet.WithWhois(whois),
 		fleet.WithLogger(log),
 	)
@@ -144,7 +144,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 			regLn.Close()
 			return errors.New("--tailnet needs tailscale; it cannot be used with --whois-static")
 		}
-		opts = append(opts, fleet.WithTailnet(ts), func(cfg *fleet.Config) { cfg.TailnetPort = c.TailnetPort })
+		opts = append(opts, fleet.WithTailnet(ts), fleet.WithTailnetPort(c.TailnetPort))
 	}
 	if c.Inbound != "" {
 		opts = append(opts, fleet.WithInbound(c.Inbound))

@@ -177,7 +177,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	var lastMu sync.Mutex
 	if err := tr.during(ctx, o.timeout, "the spawn", func(ctx context.Context) error {
 		var err error
-		inst, err = f.Spawn(ctx, machine, d.work, bundleName, fleet.SpawnOptions{OnProgress: func(p fleet.SpawnProgress) {
+		inst, err = f.Spawn(ctx, fleet.SpawnOptions{Agent: machine, Cwd: d.work, Bundle: bundleName, OnProgress: func(p fleet.SpawnProgress) {
 			lastMu.Lock()
 			defer lastMu.Unlock()
 			if p.FilesTotal > 0 {
@@ -291,7 +291,7 @@ func shortHash(h string) string {
 func review(ctx context.Context, timeout time.Duration, inst *fleet.Instance) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := inst.Read(ctx, notesFile, nil, nil)
+	res, err := inst.Read(ctx, notesFile, fleet.ReadOptions{})
 	if err != nil {
 		return "", fmt.Errorf("reading %s for the review: %w", notesFile, err)
 	}

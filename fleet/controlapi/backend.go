@@ -52,6 +52,17 @@ type Backend interface {
 	// Transcript returns the last limit entries of the instance's
 	// session file, oldest first (1 <= limit <= MaxTranscriptLimit).
 	Transcript(ctx context.Context, instanceID string, limit int) (Transcript, error)
+	// Diff runs git diff in the instance's cwd (error code file_error,
+	// Detail the agent's code, e.g. not_a_repo).
+	Diff(ctx context.Context, instanceID string, q DiffQuery) (FileResult, error)
+	// ReadFile reads a file of the instance's cwd (file_error: not_found,
+	// path_escape, …).
+	ReadFile(ctx context.Context, instanceID string, q ReadQuery) (FileResult, error)
+	// ListDir lists a directory of the instance's cwd ("" or "." for the
+	// cwd itself).
+	ListDir(ctx context.Context, instanceID, path string) (FileResult, error)
+	// Grep searches the instance's cwd.
+	Grep(ctx context.Context, instanceID string, q GrepQuery) (FileResult, error)
 	// Rebundle switches a running instance to another bundle.
 	Rebundle(ctx context.Context, instanceID, bundle string) (RebundleResult, error)
 	// SetTools sets the worker's active tools and returns the tools now

@@ -34,6 +34,7 @@ type recordingBackend struct {
 	baseline   Baseline
 	resume     SpawnResult
 	transcript Transcript
+	file       FileResult
 
 	execScript
 
@@ -185,4 +186,20 @@ func (b *recordingBackend) Resume(_ context.Context, req ResumeRequest, progress
 		return SpawnResult{}, b.spawnErr
 	}
 	return b.resume, nil
+}
+
+func (b *recordingBackend) Diff(_ context.Context, id string, q DiffQuery) (FileResult, error) {
+	return b.file, b.record("Diff %s %s", id, js(q))
+}
+
+func (b *recordingBackend) ReadFile(_ context.Context, id string, q ReadQuery) (FileResult, error) {
+	return b.file, b.record("ReadFile %s %s", id, js(q))
+}
+
+func (b *recordingBackend) ListDir(_ context.Context, id, path string) (FileResult, error) {
+	return b.file, b.record("ListDir %s %q", id, path)
+}
+
+func (b *recordingBackend) Grep(_ context.Context, id string, q GrepQuery) (FileResult, error) {
+	return b.file, b.record("Grep %s %s", id, js(q))
 }

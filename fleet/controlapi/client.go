@@ -229,6 +229,57 @@ func (c *Client) Output(ctx context.Context, instanceID string) (Output, error) 
 	return out, err
 }
 
+// Diff runs git diff in an instance's cwd.
+func (c *Client) Diff(ctx context.Context, instanceID string, q DiffQuery) (FileResult, error) {
+	v := url.Values{}
+	if q.Ref != "" {
+		v.Set("ref", q.Ref)
+	}
+	if q.Staged {
+		v.Set("staged", "true")
+	}
+	if q.Stat {
+		v.Set("stat", "true")
+	}
+	return c.file(ctx, instanceID, "diff", v)
+}
+
+// ReadFile reads a file of an instance's cwd.
+func (c *Client) ReadFile(ctx context.Context, instanceID string, q ReadQuery) (FileResult, error) {
+	v := url.Values{"path": {q.Path}}
+	if q.Offset > 0 {
+		v.Set("offset", strconv.Itoa(q.Offset))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return c.file(ctx, instanceID, "read", v)
+}
+
+// ListDir lists a directory of an instance's cwd ("" for the cwd).
+func (c *Client) ListDir(ctx context.Context, instanceID, path string) (FileResult, error) {
+	v := url.Values{}
+	if path != "" {
+		v.Set("path", path)
+	}
+	return c.file(ctx, instanceID, "list", v)
+}
+
+// Grep searches an instance's cwd for a pattern in files matching glob.
+func (c *Client) Grep(ctx context.Context, instanceID string, q GrepQuery) (FileResult, error) {
+	v := url.Values{"pattern": {q.Pattern}}
+	if q.Glob != "" {
+		v.Set("glob", q.Glob)
+	}
+	return c.file(ctx, instanceID, "grep", v)
+}
+
+func (c *Client) file(ctx context.Context, instanceID, op string, q url.Values) (FileResult, error) {
+	var res FileResult
+	err := c.call(ctx, http.MethodGet, withQuery("/instances/"+seg(instanceID)+"/"+op, q), nil, &res)
+	return res, err
+}
+
 // Rebundle switches an instance to another bundle.
 func (c *Client) Rebundle(ctx context.Context, instanceID, bundle string) (RebundleResult, error) {
 	var res RebundleResult

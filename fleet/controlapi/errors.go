@@ -30,6 +30,7 @@ const (
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeExecRefused      Code = "exec_refused"       // 422: the agent would not run the command (Detail: exec_disabled, exec_failed, …)
+	CodeFileError        Code = "file_error"         // 422: the agent's file service refused (Detail: its code)
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
 	CodeNotConnected     Code = "not_connected"      // 503: the agent is not connected now
 	CodeUnavailable      Code = "unavailable"        // 503: the server is shutting down
@@ -50,7 +51,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone:
 		return http.StatusConflict
-	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused:
+	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused, CodeFileError:
 		return http.StatusUnprocessableEntity
 	case CodeNotSupported:
 		return http.StatusNotImplemented
@@ -106,6 +107,7 @@ var (
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
 	ErrExecRefused      = &Error{Code: CodeExecRefused}
 	ErrUnknownExecution = &Error{Code: CodeUnknownExecution}
+	ErrFileError        = &Error{Code: CodeFileError}
 	ErrNotSupported     = &Error{Code: CodeNotSupported}
 	ErrNotConnected     = &Error{Code: CodeNotConnected}
 	ErrUnavailable      = &Error{Code: CodeUnavailable}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +78,10 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/stop", s.stop)
 	s.mux.HandleFunc("GET "+p+"/instances/{id}/output", s.output)
 	s.mux.HandleFunc("GET "+p+"/instances/{id}/transcript", s.transcript)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/diff", s.diff)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/read", s.readFile)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/list", s.listDir)
+	s.mux.HandleFunc("GET "+p+"/instances/{id}/grep", s.grep)
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/rebundle", s.rebundle)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/tools", s.tools)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/model", s.model)
@@ -358,6 +363,87 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request) {
 		t.Entries = []json.RawMessage{}
 	}
 	s.reply(w, r, t, err)
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	staged, err := boolParam(q, "staged")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stat, err := boolParam(q, "stat")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.Diff(r.Context(), r.PathValue("id"), DiffQuery{Ref: q.Get("ref"), Staged: staged, Stat: stat})
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("path") == "" {
+		s.fail(w, r, badRequest("read needs a path"))
+		return
+	}
+	offset, err := countParam(q, "offset")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := countParam(q, "limit")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.ReadFile(r.Context(), r.PathValue("id"), ReadQuery{Path: q.Get("path"), Offset: offset, Limit: limit})
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
+	res, err := s.b.ListDir(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"))
+	if err == nil && res.Entries == nil {
+		res.Entries = []FileEntry{}
+	}
+	s.reply(w, r, res, err)
+}
+
+func (s *Server) grep(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("pattern") == "" {
+		s.fail(w, r, badRequest("grep needs a pattern"))
+		return
+	}
+	res, err := s.b.Grep(r.Context(), r.PathValue("id"), GrepQuery{Pattern: q.Get("pattern"), Glob: q.Get("glob")})
+	s.reply(w, r, res, err)
+}
+
+// boolParam reads a query parameter that is true, false, 1, 0 or absent.
+func boolParam(q url.Values, name string) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("%s=%q is not true or false", name, v)
+	}
+	return b, nil
+}
+
+// countParam reads a query parameter that is a non-negative integer (0
+// when absent).
+func countParam(q url.Values, name string) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s=%q is not a non-negative integer", name, v)
+	}
+	return n, nil
 }
 
 func (s *Server) rebundle(w http.ResponseWriter, r *http.Request) {

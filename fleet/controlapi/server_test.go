@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +272,11 @@ func TestBadRequests(t *testing.T) {
 		{"PUT", "/v1/instances/i-1/model", `{"provider":"p"}`, CodeBadRequest, "provider and an id"},
 		{"POST", "/v1/ui/r-1", `{"value":{"a":1}}`, CodeBadRequest, "string, a boolean or null"},
 		{"POST", "/v1/instances/i-1/steer", strings.Repeat(" ", MaxBodyBytes+1) + "{}", CodeBadRequest, "larger than"},
+		{"GET", "/v1/instances/i-1/read", "", CodeBadRequest, "needs a path"},
+		{"GET", "/v1/instances/i-1/read?path=a&offset=-1", "", CodeBadRequest, "offset"},
+		{"GET", "/v1/instances/i-1/read?path=a&limit=x", "", CodeBadRequest, "limit"},
+		{"GET", "/v1/instances/i-1/diff?staged=perhaps", "", CodeBadRequest, "staged"},
+		{"GET", "/v1/instances/i-1/grep?glob=*.go", "", CodeBadRequest, "needs a pattern"},
 		{"GET", "/v1/teleport", "", CodeUnknownEndpoint, "/v1/teleport"},
 		{"DELETE", "/v1/status", "", CodeUnknownEndpoint, "DELETE"},
 	} {
@@ -286,6 +292,51 @@ func TestBadRequests(t *testing.T) {
 	}
 	if calls := b.Calls(); calls != "" {
 		t.Errorf("bad requests reached the backend:\n%s", calls)
+	}
+}
+
+// The file endpoints pass every parameter to the backend and the answer
+// back unchanged; the agent's refusal keeps its code.
+func TestFileRoundTrips(t *testing.T) {
+	b := newRecordingBackend()
+	text := "diff --git a/x b/x\n"
+	size := int64(12)
+	b.file = FileResult{Text: &text, Entries: []FileEntry{{Name: "main.go", Kind: "file", Bytes: &size}, {Name: "docs", Kind: "dir"}}, Truncated: true}
+	c := client(t, serve(t, b, DefaultAddr(shortDir(t))))
+	ctx := context.Background()
+	for name, call := range map[string]func() (FileResult, error){
+		"diff": func() (FileResult, error) {
+			return c.Diff(ctx, "i-1", DiffQuery{Ref: "main~1", Staged: true, Stat: true})
+		},
+		"read": func() (FileResult, error) {
+			return c.ReadFile(ctx, "i-1", ReadQuery{Path: "dir/a b.go", Offset: 10, Limit: 5})
+		},
+		"list": func() (FileResult, error) { return c.ListDir(ctx, "i-1", "src") },
+		"grep": func() (FileResult, error) { return c.Grep(ctx, "i-1", GrepQuery{Pattern: "func [A-Z]", Glob: "*.go"}) },
+	} {
+		got, err := call()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(b.file, got); diff != "" {
+			t.Errorf("%s (-sent +received):\n%s", name, diff)
+		}
+	}
+	want := []string{
+		`Diff i-1 {"Ref":"main~1","Staged":true,"Stat":true}`,
+		`Grep i-1 {"Pattern":"func [A-Z]","Glob":"*.go"}`,
+		`ListDir i-1 "src"`,
+		`ReadFile i-1 {"Path":"dir/a b.go","Offset":10,"Limit":5}`,
+	}
+	calls := strings.Split(b.Calls(), "\n")
+	slices.Sort(calls)
+	if diff := cmp.Diff(want, calls); diff != "" {
+		t.Errorf("backend calls (-want +got):\n%s", diff)
+	}
+
+	b.err = &Error{Code: CodeFileError, Detail: "not_a_repo", Message: "not a git repository"}
+	if _, err := c.Diff(ctx, "i-1", DiffQuery{}); !errors.Is(err, ErrFileError) || !strings.Contains(err.Error(), "not_a_repo") {
+		t.Errorf("Diff outside a repository: %v", err)
 	}
 }
 

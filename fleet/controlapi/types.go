@@ -133,7 +133,7 @@ type Feedback struct {
 
 // TaskDone is the latest end of a task the agent reported.
 type TaskDone struct {
-	Seq float64 `json:"seq"`
+	Seq int64 `json:"seq"`
 	// Status is settled, budget_exceeded or aborted.
 	Status               string `json:"status"`
 	Summary              string `json:"summary,omitempty"`
@@ -589,4 +589,54 @@ func (r DoctorReport) OK() bool {
 		}
 	}
 	return true
+}
+
+// FileResult is an answer of an instance's file service: the diff, the
+// file, the directory listing or the grep matches of the instance's cwd,
+// read by the agent without asking the worker. The text is the worker's
+// work: untrusted, shown with control characters removed.
+type FileResult struct {
+	// Text is the diff, the text file's lines, or the grep matches
+	// ("path:line:text" lines); absent for a listing or a binary file.
+	Text *string `json:"text,omitempty"`
+	// Base64 and Mime carry a binary file that read returned (an image).
+	Base64 string `json:"base64,omitempty"`
+	Mime   string `json:"mime,omitempty"`
+	// Entries is list's directory listing.
+	Entries []FileEntry `json:"entries,omitempty"`
+	// Truncated says the agent cut the answer at its size limit.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// FileEntry is one entry of a directory listing.
+type FileEntry struct {
+	Name string `json:"name"`
+	// Kind is file or dir (symlinks are files).
+	Kind string `json:"kind"`
+	// Bytes is a file's size, when the agent reported it.
+	Bytes *int64 `json:"bytes,omitempty"`
+}
+
+// DiffQuery asks for git diff in an instance's cwd: against Ref (default
+// HEAD), of the index (Staged), as --stat (Stat).
+type DiffQuery struct {
+	Ref    string
+	Staged bool
+	Stat   bool
+}
+
+// ReadQuery asks for a file of an instance's cwd; Offset (the first line,
+// from 1) and Limit (how many lines) page a text file, 0 meaning the
+// agent's defaults.
+type ReadQuery struct {
+	Path   string
+	Offset int
+	Limit  int
+}
+
+// GrepQuery searches an instance's cwd for Pattern (a regular expression)
+// in files matching Glob (all files when empty).
+type GrepQuery struct {
+	Pattern string
+	Glob    string
 }

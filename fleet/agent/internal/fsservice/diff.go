@@ -41,6 +41,10 @@ func (s *Service) diff(ctx context.Context, req *transport.FsDiffFrame, res *tra
 	// SIGPIPE); its exit status then says nothing about the diff.
 	if runErr != nil && !stdout.full {
 		msg := strings.TrimSpace(string(stderr.buf))
+		if strings.Contains(msg, "Not a git repository") {
+			// git then prints the usage of diff --no-index: not news.
+			return errorf(CodeNotARepo, "%s is not inside a git repository", s.root)
+		}
 		if msg == "" {
 			msg = runErr.Error()
 		}

@@ -20,6 +20,7 @@ const (
 	CodeTooLarge        Code = "too_large"        // image over MaxImageBytes, or offset beyond the read limit
 	CodeBadPattern      Code = "bad_pattern"      // fs_grep pattern is not a valid regular expression
 	CodeGitFailed       Code = "git_failed"       // git exited non-zero, could not run, or the ref was refused
+	CodeNotARepo        Code = "not_a_repo"       // fs_diff in a cwd that is not inside a git repository
 
 	// CodeDisabled answers every request when the service's access mode is
 	// AccessOff. A pifleet addition (AC-3.4a): the reference has no switch.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"example.com/pifleet/fleet/controlapi"
+)
+
+// diff, cat, ls and grep reach the backend with every flag, print the
+// worker's text without its terminal escape sequences, and print the
+// answer as it is with --json.
+func TestReviewCommands(t *testing.T) {
+	text := "+\x1b]0;owned\x07added line\x1b[2J\n-removed"
+	size := int64(42)
+	b := &scriptedBackend{file: controlapi.FileResult{Text: &text}}
+	api := apiServer(t, b)
+	for _, tc := range []struct {
+		args []string
+		call string
+	}{
+		{[]string{"diff", "i-1", "--ref=main", "--staged", "--stat"}, "Diff i-1 ref=main staged=true stat=true"},
+		{[]string{"diff", "i-1"}, "Diff i-1 ref= staged=false stat=false"},
+		{[]string{"cat", "i-1", "src/main.go", "--offset=10", "--limit=5"}, "ReadFile i-1 src/main.go offset=10 limit=5"},
+		{[]string{"grep", "i-1", "func [A-Z]", "--glob=*.go"}, `Grep i-1 "func [A-Z]" glob="*.go"`},
+	} {
+		status, out, errOut := runCLI(t, append(tc.args, api)...)
+		if status != 0 {
+			t.Fatalf("%v: status %d, %s", tc.args, status, errOut)
+		}
+		if got := b.lastCall(); got != tc.call {
+			t.Errorf("%v: backend got %q, want %q", tc.args, got, tc.call)
+		}
+		if out != "+added line\n-removed\n" {
+			t.Errorf("%v printed %q", tc.args, out)
+		}
+	}
+
+	b.file = controlapi.FileResult{Entries: []controlapi.FileEntry{{Name: "main.go", Kind: "file", Bytes: &size}, {Name: "docs\x1b[31m", Kind: "dir"}}, Truncated: true}
+	status, out, errOut := runCLI(t, "ls", "i-1", "src", api)
+	if status != 0 || b.lastCall() != `ListDir i-1 "src"` {
+		t.Fatalf("ls: status %d, call %q, %s", status, b.lastCall(), errOut)
+	}
+	if want := "        42  main.go\n            docs/\n"; out != want {
+		t.Errorf("ls printed %q, want %q", out, want)
+	}
+	if !strings.Contains(errOut, "truncated") {
+		t.Errorf("ls of a truncated answer does not say so: %q", errOut)
+	}
+	status, out, _ = runCLI(t, "ls", "i-1", api, "--json")
+	var got controlapi.FileResult
+	if err := json.Unmarshal([]byte(out), &got); status != 0 || err != nil || len(got.Entries) != 2 || !got.Truncated {
+		t.Errorf("ls --json: status %d, %v: %s", status, err, out)
+	}
+	if b.lastCall() != `ListDir i-1 ""` {
+		t.Errorf("ls without a path: %q", b.lastCall())
+	}
+
+	b.err = &controlapi.Error{Code: controlapi.CodeFileError, Detail: "not_found", Message: "no such file: nope.go"}
+	status, _, errOut = runCLI(t, "cat", "i-1", "nope.go", api)
+	if status != 1 || !strings.Contains(errOut, "no such file: nope.go") {
+		t.Errorf("cat of a missing file: status %d, %q", status, errOut)
+	}
+}
