@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -13,10 +14,17 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	trace := fsmtest.StartTrace(fsmtest.Checks{
+		Cover: []fsmtest.Coverage{fsmtest.Cover(Table,
+			fsmtest.Unfired{Src: "Dialing", Event: "noEndpoints", Dst: "Removed", Reason: "no test drives it yet"},
+		)},
+	})
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
 }
 
 // memDirectory is an in-memory Directory whose entries tests change at will.

@@ -201,7 +201,9 @@ func (f *Fleet) restore() error {
 	// (InstanceTable's rule that idle and running mean reachable).
 	f.mu.Lock()
 	for _, inst := range f.instances {
-		f.fireLocked(inst, EventConnectionLost, nil)
+		if inst.m.Can(EventConnectionLost) {
+			f.fireLocked(inst, EventConnectionLost, nil)
+		}
 	}
 	f.mu.Unlock()
 	for name := range f.agents {

@@ -7,7 +7,10 @@ import (
 	"go.uber.org/goleak"
 
 	"example.com/pifleet/examples/scriptedworker/scripted"
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 	"example.com/pifleet/internal/shim"
+	"example.com/pifleet/transport"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them:
@@ -15,6 +18,12 @@ import (
 // nothing running. The test binary also plays the agent's shim (as
 // `pifleet-agent shim` does) for the end-to-end tests, and the scripted
 // worker for Example.
+//
+// It also checks the fleet's state machine drivers (fsmtest.Trace): no
+// event is dropped silently, and the whole suite fires every edge of the
+// instance table and of the connection table (the fleet is the
+// production driver of both: cmd/pifleet-server and the examples drive
+// them too, through this package, and check only for dropped events).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
@@ -24,5 +33,43 @@ func TestMain(m *testing.M) {
 			os.Exit(scripted.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 		}
 	}
-	goleak.VerifyTestMain(m)
+	trace := fsmtest.StartTrace(fleetChecks)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
+}
+
+// notYet is the reason of the edges no test drives yet; the list shrinks
+// to nothing.
+const notYet = "no test drives it yet"
+
+var fleetChecks = fsmtest.Checks{
+	Cover: []fsmtest.Coverage{
+		fsmtest.Cover(fleet.InstanceTable,
+			fsmtest.Unfired{Src: "provisioning", Event: "cacheDegraded", Dst: "degraded_cache", Reason: notYet},
+			fsmtest.Unfired{Src: "degraded_cache", Event: "spawned", Dst: "idle", Reason: notYet},
+			fsmtest.Unfired{Src: "spawning", Event: "spawnError", Dst: "failed", Reason: notYet},
+			fsmtest.Unfired{Src: "provisioning", Event: "spawnError", Dst: "failed", Reason: notYet},
+			fsmtest.Unfired{Src: "degraded_cache", Event: "spawnError", Dst: "failed", Reason: notYet},
+			fsmtest.Unfired{Src: "idle", Event: "taskDone", Dst: "awaiting_review", Reason: notYet},
+			fsmtest.Unfired{Src: "running", Event: "stopRequested", Dst: "stopping", Reason: notYet},
+			fsmtest.Unfired{Src: "awaiting_review", Event: "stopRequested", Dst: "stopping", Reason: notYet},
+			fsmtest.Unfired{Src: "verifying", Event: "stopRequested", Dst: "stopping", Reason: notYet},
+			fsmtest.Unfired{Src: "escalated", Event: "stopRequested", Dst: "stopping", Reason: notYet},
+			fsmtest.Unfired{Src: "stopping", Event: "stoppedForced", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "idle", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "running", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "aborting", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "stopping", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "awaiting_review", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "verifying", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "escalated", Event: "workerGone", Dst: "stopped", Reason: notYet},
+			fsmtest.Unfired{Src: "revising", Event: "workerGone", Dst: "stopped", Reason: notYet},
+		),
+		fsmtest.Cover(transport.ConnectionTable,
+			fsmtest.Unfired{Src: "established", Event: "heartbeat", Dst: "established", Reason: notYet},
+			fsmtest.Unfired{Src: "authenticating", Event: "handshakeFailed", Dst: "lost", Reason: notYet},
+			fsmtest.Unfired{Src: "connecting", Event: "close", Dst: "closed", Reason: notYet},
+			fsmtest.Unfired{Src: "authenticating", Event: "close", Dst: "closed", Reason: notYet},
+			fsmtest.Unfired{Src: "lost", Event: "close", Dst: "closed", Reason: notYet},
+		),
+	},
 }

@@ -13,6 +13,7 @@ import (
 
 	"example.com/pifleet/bundle/cache"
 	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 )
 
 // childEnv selects what a re-executed test binary does instead of running
@@ -28,7 +29,15 @@ func TestMain(m *testing.M) {
 	case "registry":
 		os.Exit(childRegistry())
 	}
-	goleak.VerifyTestMain(m)
+	const notYet = "no test drives it yet"
+	trace := fsmtest.StartTrace(fsmtest.Checks{Cover: []fsmtest.Coverage{fsmtest.Cover(cache.SyncTable,
+		fsmtest.Unfired{Src: "fetch_manifest", Event: "failed", Dst: "fail_fast", Reason: notYet},
+		fsmtest.Unfired{Src: "cache_check", Event: "failed", Dst: "fail_fast", Reason: notYet},
+		fsmtest.Unfired{Src: "diffing", Event: "failed", Dst: "fail_fast", Reason: notYet},
+		fsmtest.Unfired{Src: "validating", Event: "failed", Dst: "fail_fast", Reason: notYet},
+		fsmtest.Unfired{Src: "swapping", Event: "failed", Dst: "fail_fast", Reason: notYet},
+	)}})
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
 }
 
 // childSync syncs $CHILD_BUNDLE from $CHILD_REGISTRY into $CHILD_CACHE,

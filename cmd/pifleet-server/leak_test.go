@@ -7,6 +7,8 @@ import (
 	"go.uber.org/goleak"
 
 	"example.com/pifleet/internal/shim"
+
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 )
 
 // TestMain lets the test binary play the worker shim, as `pifleet-agent
@@ -22,5 +24,9 @@ func TestMain(m *testing.M) {
 		// Shims are this binary under -race: let them exit at once.
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"))
+	// The fleet package checks the coverage of the tables this server
+	// drives; here, only that no event is dropped silently.
+	trace := fsmtest.StartTrace(fsmtest.Checks{})
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"),
+		goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
 }

@@ -13,6 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"example.com/pifleet/internal/pitest"
+
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 )
 
 // TestMain lets the test binary play the roles the quickstart re-executes
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 		// once instead of sleeping a second.
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"))
+	trace := fsmtest.StartTrace(fsmtest.Checks{}) // no event dropped silently
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreAnyFunction("os/signal.loop"),
+		goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
 }
 
 // testTimeout bounds each wait of the quickstart, so that a broken fleet

@@ -24,6 +24,7 @@ import (
 
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent/internal/agentstore"
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/internal/shim"
 	"example.com/pifleet/transport"
@@ -47,7 +48,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	os.Exit(m.Run())
+	// The worker table's coverage is checked in its own package; here,
+	// only that no event is dropped silently.
+	trace := fsmtest.StartTrace(fsmtest.Checks{})
+	os.Exit(trace.Check(m.Run()))
 }
 
 // misbehave answers get_state like pi and otherwise ignores abort, stdin

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"example.com/pifleet/internal/shim"
+
+	"example.com/pifleet/internal/fsmkit/fsmtest"
 )
 
 // TestMain makes the test binary a shim when started as `e2ekit.test
@@ -28,7 +30,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	os.Exit(m.Run())
+	trace := fsmtest.StartTrace(fsmtest.Checks{}) // no event dropped silently
+	os.Exit(trace.Check(m.Run()))
 }
 
 // wait bounds every wait on a process; it never paces a test.

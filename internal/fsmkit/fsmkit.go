@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/looplab/fsm"
 )
@@ -68,7 +69,16 @@ type Table[S, E ~string] struct {
 	states  []S // declaration order, initial first
 	events  []E // declaration order
 	rows    fsm.Events
-	next    map[edgeKey[S, E]]S
+	next    map[edgeKey[S, E]]edgeTarget[S]
+	edges   []Edge        // the (source, event) pairs, in declaration order
+	fired   []atomic.Bool // per edge: a driver fired it while the trace was on
+}
+
+// edgeTarget is where an (event, source) pair leads, and which of the
+// table's edges it is.
+type edgeTarget[S ~string] struct {
+	dst  S
+	edge int
 }
 
 // NewTable validates spec and compiles it. It rejects a duplicate
@@ -79,7 +89,7 @@ func NewTable[S, E ~string](spec Spec[S, E]) (*Table[S, E], error) {
 		name:    spec.Name,
 		initial: spec.Initial,
 		final:   slices.Clone(spec.Final),
-		next:    make(map[edgeKey[S, E]]S),
+		next:    make(map[edgeKey[S, E]]edgeTarget[S]),
 	}
 	if spec.Name == "" {
 		return nil, errors.New("fsmkit: machine has no name")
@@ -109,7 +119,8 @@ func NewTable[S, E ~string](spec Spec[S, E]) (*Table[S, E], error) {
 			if slices.Contains(spec.Final, s) {
 				return nil, fmt.Errorf("fsmkit: machine %s: final state %s has outgoing event %s", spec.Name, s, tr.Event)
 			}
-			t.next[k] = tr.Dst
+			t.next[k] = edgeTarget[S]{dst: tr.Dst, edge: len(t.edges)}
+			t.edges = append(t.edges, Edge{Src: string(s), Dst: string(tr.Dst), Label: string(tr.Event)})
 			addState(s)
 			src = append(src, string(s))
 		}
@@ -121,6 +132,7 @@ func NewTable[S, E ~string](spec Spec[S, E]) (*Table[S, E], error) {
 			return nil, fmt.Errorf("fsmkit: machine %s: final state %s is never entered", spec.Name, f)
 		}
 	}
+	t.fired = make([]atomic.Bool, len(t.edges))
 	return t, nil
 }
 
@@ -155,8 +167,8 @@ func (t *Table[S, E]) IsFinal(s S) bool { return slices.Contains(t.final, s) }
 // Next returns the state that ev leads to from src, and whether ev is valid
 // there. It is a pure function of the table.
 func (t *Table[S, E]) Next(src S, ev E) (S, bool) {
-	dst, ok := t.next[edgeKey[S, E]{src, ev}]
-	return dst, ok
+	to, ok := t.next[edgeKey[S, E]{src, ev}]
+	return to.dst, ok
 }
 
 // Looplab returns the table as looplab/fsm events (a fresh copy).
@@ -258,11 +270,17 @@ func (m *Machine[S, E]) Can(ev E) bool {
 // *StaleEventError (errors.Is(err, ErrStaleEvent)) and the state is
 // unchanged. A self-loop is a successful transition.
 func (m *Machine[S, E]) Fire(ev E) error {
-	dst, ok := m.table.Next(m.state, ev)
+	to, ok := m.table.next[edgeKey[S, E]{m.state, ev}]
 	if !ok {
+		if tracing.Load() {
+			traceStale(m.table.name, string(m.state), string(ev))
+		}
 		return &StaleEventError{Machine: m.table.name, State: string(m.state), Event: string(ev)}
 	}
-	m.state = dst
+	if tracing.Load() && !m.table.fired[to.edge].Load() && firedByDriver() {
+		m.table.fired[to.edge].Store(true)
+	}
+	m.state = to.dst
 	return nil
 }
 

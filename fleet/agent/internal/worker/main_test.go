@@ -12,8 +12,10 @@ import (
 	"syscall"
 	"testing"
 
-	"example.com/pifleet/internal/shim"
 	"go.uber.org/goleak"
+
+	"example.com/pifleet/internal/fsmkit/fsmtest"
+	"example.com/pifleet/internal/shim"
 )
 
 // The test binary also plays the shim (as `pifleet-agent shim` would), a
@@ -30,7 +32,18 @@ func TestMain(m *testing.M) {
 			os.Exit(helperWorker(os.Args[1]))
 		}
 	}
-	goleak.VerifyTestMain(m)
+	// The worker's own suite drives its table whole (fleet/agent drives it
+	// too, and checks only for dropped events).
+	const notYet = "no test drives it yet"
+	trace := fsmtest.StartTrace(fsmtest.Checks{Cover: []fsmtest.Coverage{fsmtest.Cover(WorkerTable,
+		fsmtest.Unfired{Src: "stopping", Event: "runStarted", Dst: "stopping", Reason: notYet},
+		fsmtest.Unfired{Src: "idle", Event: "exited", Dst: "exited", Reason: notYet},
+		fsmtest.Unfired{Src: "starting", Event: "shimLost", Dst: "lost", Reason: notYet},
+		fsmtest.Unfired{Src: "idle", Event: "shimLost", Dst: "lost", Reason: notYet},
+		fsmtest.Unfired{Src: "running", Event: "shimLost", Dst: "lost", Reason: notYet},
+		fsmtest.Unfired{Src: "stopping", Event: "shimLost", Dst: "lost", Reason: notYet},
+	)}})
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
 }
 
 // helperWorker answers get_state like pi. As "toy" it runs each prompt as
