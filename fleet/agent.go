@@ -242,13 +242,20 @@ func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
 	dctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
 	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	cancel()
+	f.mu.Lock()
+	if f.state != lifeStarted {
+		// Close moved the machine to closed meanwhile: nothing to report.
+		f.mu.Unlock()
+		if nc != nil {
+			nc.Close()
+		}
+		return ErrClosed
+	}
 	if err != nil {
-		f.mu.Lock()
 		f.fireConnLocked(a, transport.EventDialFailed, err)
 		f.mu.Unlock()
 		return err
 	}
-	f.mu.Lock()
 	f.fireConnLocked(a, transport.EventTCPEstablished, nil)
 	f.mu.Unlock()
 	c := transport.NewConn(nc, f.connOptions(name))
@@ -282,6 +289,9 @@ func (f *Fleet) handshakeFailed(a *agentState, c *transport.Conn, err error) err
 	_ = c.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.state != lifeStarted {
+		return ErrClosed // Close cut the handshake short and closed the machine
+	}
 	if errors.Is(err, trust.ErrRefused) {
 		f.fireConnLocked(a, transport.EventDenied, err)
 	} else {

@@ -363,7 +363,9 @@ func (f *Fleet) Close() error {
 			if a.conn != nil {
 				conns = append(conns, a.conn)
 			}
-			f.fireConnLocked(a, transport.EventClose, nil)
+			if a.m.Can(transport.EventClose) { // rejected and closed are final
+				f.fireConnLocked(a, transport.EventClose, nil)
+			}
 		}
 		lns := f.listeners
 		srv := f.httpSrv

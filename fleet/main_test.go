@@ -64,12 +64,6 @@ var fleetChecks = fsmtest.Checks{
 			fsmtest.Unfired{Src: "escalated", Event: "workerGone", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "revising", Event: "workerGone", Dst: "stopped", Reason: notYet},
 		),
-		fsmtest.Cover(transport.ConnectionTable,
-			fsmtest.Unfired{Src: "established", Event: "heartbeat", Dst: "established", Reason: notYet},
-			fsmtest.Unfired{Src: "authenticating", Event: "handshakeFailed", Dst: "lost", Reason: notYet},
-			fsmtest.Unfired{Src: "connecting", Event: "close", Dst: "closed", Reason: notYet},
-			fsmtest.Unfired{Src: "authenticating", Event: "close", Dst: "closed", Reason: notYet},
-			fsmtest.Unfired{Src: "lost", Event: "close", Dst: "closed", Reason: notYet},
-		),
+		fsmtest.Cover(transport.ConnectionTable),
 	},
 }

@@ -144,7 +144,7 @@ func (r *Redialer) Run(ctx context.Context) error {
 		}
 	}()
 
-	d := &driver{r: r, m: ConnectionTable.Start(), heartbeats: make(chan struct{}, 1)}
+	d := &driver{r: r, m: ConnectionTable.Start()}
 	d.retry = &backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax, Factor: 2, Jitter: false}
 	return d.run(ctx)
 }
@@ -158,7 +158,6 @@ type driver struct {
 	delay      time.Duration // chosen on entering lost
 	conn       *Conn         // while authenticating or established
 	rejectedBy error         // the hook's denial, in rejected
-	heartbeats chan struct{}
 }
 
 func (d *driver) run(ctx context.Context) error {
@@ -202,18 +201,7 @@ func (d *driver) connect(ctx context.Context) {
 		d.lose(EventDialFailed, err)
 		return
 	}
-	opts := cfg.Conn
-	userHeartbeat := opts.OnHeartbeat
-	opts.OnHeartbeat = func() {
-		if userHeartbeat != nil {
-			userHeartbeat()
-		}
-		select {
-		case d.heartbeats <- struct{}{}:
-		default: // one pending signal is enough
-		}
-	}
-	d.conn = NewConn(nc, opts)
+	d.conn = NewConn(nc, cfg.Conn)
 	d.fire(EventTCPEstablished, Transition{})
 
 	if cfg.Authenticate != nil {
@@ -237,12 +225,10 @@ func (d *driver) connect(ctx context.Context) {
 	}
 }
 
-// watch waits while established: heartbeats are recorded (a self-loop),
-// the end of the connection moves to lost.
+// watch waits while established (the connection's own heartbeats keep it
+// up); its end moves to lost.
 func (d *driver) watch(ctx context.Context) {
 	select {
-	case <-d.heartbeats:
-		d.fire(EventHeartbeat, Transition{})
 	case <-d.conn.Done():
 		err := d.conn.Err()
 		d.conn = nil
@@ -296,10 +282,8 @@ func (d *driver) fire(ev ConnEvent, t Transition) {
 		r.conn = t.Conn
 	}
 	r.mu.Unlock()
-	if ev != EventHeartbeat {
-		r.log.Info().Str("from", string(from)).Str("to", string(t.To)).Str("event", string(ev)).
-			AnErr("cause", t.Err).Dur("retryIn", t.RetryIn).Msg("connection state")
-	}
+	r.log.Info().Str("from", string(from)).Str("to", string(t.To)).Str("event", string(ev)).
+		AnErr("cause", t.Err).Dur("retryIn", t.RetryIn).Msg("connection state")
 	if r.cfg.OnTransition != nil {
 		r.cfg.OnTransition(t)
 	}

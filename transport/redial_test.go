@@ -26,9 +26,6 @@ type step struct {
 func steps(ts []Transition) []step {
 	var out []step
 	for _, t := range ts {
-		if t.Event == EventHeartbeat {
-			continue
-		}
 		out = append(out, step{t.Event, t.To, t.RetryIn})
 	}
 	return out
@@ -241,46 +238,6 @@ func TestRedialerRetriesAFailedHandshake(t *testing.T) {
 		if !cmp.Equal(hellos, []string{"agent-1"}) {
 			t.Errorf("hellos seen: %v", hellos)
 		}
-	})
-}
-
-// The heartbeat self-loop of seed §2 is recorded while established.
-func TestRedialerRecordsHeartbeats(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rec := newRecorder(time.Hour) // virtual time
-		r := NewRedialer(RedialConfig{
-			Dial: func(ctx context.Context) (net.Conn, error) {
-				a, b := net.Pipe()
-				go func() {
-					enc := NewEncoder(b)
-					for range 3 {
-						time.Sleep(DefaultHeartbeatInterval)
-						enc.Encode(&HeartbeatFrame{})
-					}
-				}()
-				go func() { // the agent reads our heartbeats
-					buf := make([]byte, 512)
-					for {
-						if _, err := b.Read(buf); err != nil {
-							return
-						}
-					}
-				}()
-				return a, nil
-			},
-			OnTransition: rec.record,
-		})
-		ctx, cancel := context.WithCancel(context.Background())
-		go r.Run(ctx)
-		rec.until(t, StateEstablished)
-		var beats int
-		for beats < 3 {
-			if tr := rec.until(t, StateEstablished); tr.Event == EventHeartbeat && tr.From == StateEstablished {
-				beats++
-			}
-		}
-		cancel()
-		rec.until(t, StateClosed)
 	})
 }
 

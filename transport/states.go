@@ -29,8 +29,6 @@ const (
 	EventAllowed ConnEvent = "allowed"
 	// EventDenied: whois failed, or trust denies the peer.
 	EventDenied ConnEvent = "denied"
-	// EventHeartbeat: a heartbeat (or any traffic) re-armed the expiry.
-	EventHeartbeat ConnEvent = "heartbeat"
 	// EventConnectionLost: expiry, peer close, I/O or fatal protocol error.
 	EventConnectionLost ConnEvent = "connectionLost"
 	// EventRetry: the reconnect delay (1 s, 2 s, 4 s … 30 s) has passed.
@@ -46,6 +44,11 @@ const (
 )
 
 // ConnectionTable is the connection lifecycle of seed §2 as a table.
+//
+// The seed's heartbeat self-loop on established is not an edge: a
+// heartbeat changes no state, it re-arms the connection's expiry, which
+// Conn does itself (Options.OnHeartbeat sees each one). No driver could
+// fire it for anything but a log line.
 var ConnectionTable = fsmkit.MustTable(fsmkit.Spec[ConnState, ConnEvent]{
 	Name:    "connection",
 	Initial: StateConnecting,
@@ -54,7 +57,6 @@ var ConnectionTable = fsmkit.MustTable(fsmkit.Spec[ConnState, ConnEvent]{
 		{Event: EventTCPEstablished, Src: []ConnState{StateConnecting}, Dst: StateAuthenticating},
 		{Event: EventAllowed, Src: []ConnState{StateAuthenticating}, Dst: StateEstablished},
 		{Event: EventDenied, Src: []ConnState{StateAuthenticating}, Dst: StateRejected},
-		{Event: EventHeartbeat, Src: []ConnState{StateEstablished}, Dst: StateEstablished},
 		{Event: EventConnectionLost, Src: []ConnState{StateEstablished}, Dst: StateLost},
 		{Event: EventRetry, Src: []ConnState{StateLost}, Dst: StateConnecting},
 		{Event: EventDialFailed, Src: []ConnState{StateConnecting}, Dst: StateLost},

@@ -180,6 +180,24 @@ func MatchSeed[S, E ~string](t testing.TB, table *fsmkit.Table[S, E], seed, addi
 	}
 }
 
+// Without returns seed without the arrows of removed (compared as
+// "source --> destination", like MatchSeed): the seed's arrows that the
+// table leaves out on purpose, each documented where it is listed. It
+// fails the test for an arrow the seed does not have.
+func Without(t testing.TB, seed []fsmkit.Edge, removed ...fsmkit.Edge) []fsmkit.Edge {
+	t.Helper()
+	out := slices.Clone(seed)
+	for _, r := range removed {
+		i := slices.IndexFunc(out, func(e fsmkit.Edge) bool { return e.Src == r.Src && e.Dst == r.Dst })
+		if i < 0 {
+			t.Errorf("the seed has no arrow %s --> %s to leave out", r.Src, r.Dst)
+			continue
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	return out
+}
+
 func arrows(edges []fsmkit.Edge) []string {
 	out := make([]string, len(edges))
 	for i, e := range edges {

@@ -134,9 +134,17 @@ func (tr *Trace) coverage(c Coverage) bool {
 			fmt.Fprintf(tr.out, "fsmtest: %s edge %s --%s--> %s is never fired by its driver in this suite\n", c.name, e.Src, e.Label, e.Dst)
 		}
 	}
-	for _, e := range c.fired() {
+	fired := c.fired()
+	for _, e := range fired {
 		if isKnown(e) {
 			fmt.Fprintf(tr.out, "fsmtest: %s edge %s --%s--> %s is fired now: take it off the known-unfired list\n", c.name, e.Src, e.Label, e.Dst)
+		}
+	}
+	all := append(fired, c.unfired()...)
+	for _, u := range c.known {
+		if !slices.ContainsFunc(all, func(e fsmkit.Edge) bool { return u.Src == e.Src && u.Event == e.Label && u.Dst == e.Dst }) {
+			failed = true
+			fmt.Fprintf(tr.out, "fsmtest: %s has no edge %s --%s--> %s: take it off the known-unfired list\n", c.name, u.Src, u.Event, u.Dst)
 		}
 	}
 	return failed

@@ -31,6 +31,13 @@ func TestTraceCheck(t *testing.T) {
 	}
 
 	out.Reset()
+	tr.checks.Cover[0] = Cover(doordriver.Table, Unfired{Src: "opened", Event: "knock", Dst: "opened", Reason: "no such edge"})
+	if !tr.coverage(tr.checks.Cover[0]) || !strings.Contains(out.String(), "door has no edge opened --knock--> opened") {
+		t.Errorf("a known edge the table lacks passed: %q", out.String())
+	}
+
+	out.Reset()
+	tr.checks.Cover = nil
 	if code := tr.Check(0); code != 1 || !strings.Contains(out.String(), "door: close in state closed") {
 		t.Errorf("a stale close: code %d, %q", code, out.String())
 	}
