@@ -56,7 +56,6 @@ var fleetChecks = fsmtest.Checks{
 			fsmtest.Unfired{Src: "escalated", Event: "stopRequested", Dst: "stopping", Reason: notYet},
 			fsmtest.Unfired{Src: "stopping", Event: "stoppedForced", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "idle", Event: "workerGone", Dst: "stopped", Reason: notYet},
-			fsmtest.Unfired{Src: "running", Event: "workerGone", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "aborting", Event: "workerGone", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "stopping", Event: "workerGone", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "awaiting_review", Event: "workerGone", Dst: "stopped", Reason: notYet},
