@@ -20,6 +20,13 @@ import (
 // both only through the fleet's provisioning.
 func publishFaux(t *testing.T, root string) {
 	t.Helper()
+	publishFauxAs(t, root, "faux", `{"primary":{"provider":"faux","id":"faux-1"}}`)
+}
+
+// publishFauxAs publishes the faux provider as bundle name with the model
+// policy model (bundle.json's "model").
+func publishFauxAs(t *testing.T, root, name, model string) {
+	t.Helper()
 	ext, err := os.ReadFile(pitest.FauxProvider(t))
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +34,7 @@ func publishFaux(t *testing.T, root string) {
 	src := t.TempDir()
 	for name, content := range map[string]string{
 		"ext/faux-provider.ts": string(ext),
-		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}}}`,
+		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":` + model + `}`,
 	} {
 		p := filepath.Join(src, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -37,7 +44,7 @@ func publishFaux(t *testing.T, root string) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := registry.Publish(root, "faux", src, registry.PublishOptions{}); err != nil {
+	if _, err := registry.Publish(root, name, src, registry.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

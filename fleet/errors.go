@@ -56,6 +56,10 @@ var (
 	// ErrSessionBusy: a live instance is attached to the session already;
 	// two workers appending to one file would interleave two trees.
 	ErrSessionBusy = errors.New("fleet: session in use")
+	// ErrModelPinned: the worker's model is pinned (its bundle's
+	// model.pin, or PinModel), so the agent refused to switch it. The
+	// agent's answer is wrapped too (a *transport.RemoteError).
+	ErrModelPinned = errors.New("fleet: model is pinned")
 )
 
 // WorkerGoneError says that an instance's worker ended without being

@@ -380,6 +380,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 		inst.rec.Model = &serverstore.ModelRef{Provider: info.Model.Provider, ID: info.Model.ID, Thinking: info.Model.Thinking}
 	}
 	inst.rec.SessionPath = info.SessionPath
+	inst.rec.ModelPinned = info.ModelPinned
 	if inst.m.State() == StateRequested {
 		f.fireLocked(inst, EventSpawnAccepted, nil)
 	}
@@ -690,7 +691,7 @@ func (f *Fleet) rpcWithin(ctx context.Context, id string, fields map[string]any,
 		if e, ok := ans.(*transport.ErrorFrame); ok {
 			if w, ok := inst.rpcWait[rid]; ok {
 				delete(inst.rpcWait, rid)
-				w <- rpcResult{err: &transport.RemoteError{Code: e.Code, Message: e.Message}}
+				w <- rpcResult{err: agentRefusal(e)}
 			}
 		}
 	}}
@@ -713,6 +714,19 @@ func (f *Fleet) rpcWithin(ctx context.Context, id string, fields map[string]any,
 		return nil, ctx.Err()
 	}
 }
+
+// agentRefusal is the error of an error frame answering an rpc.
+func agentRefusal(e *transport.ErrorFrame) error {
+	err := &transport.RemoteError{Code: e.Code, Message: e.Message}
+	if e.Code == codeModelPinned {
+		return fmt.Errorf("%w: %w", ErrModelPinned, err)
+	}
+	return err
+}
+
+// codeModelPinned is the agent's refusal of set_model and cycle_model on a
+// pinned model (docs/protocol.md).
+const codeModelPinned = "model_pinned"
 
 func (f *Fleet) requestTimeout() time.Duration {
 	if f.cfg.Conn.RequestTimeout > 0 {
@@ -752,12 +766,32 @@ func (i *Instance) SetModel(ctx context.Context, provider, modelID string) error
 }
 
 // PinModel pins (or unpins) the worker's model: while pinned the agent
-// refuses model changes and reports drift (pifleet agents only).
-func (i *Instance) PinModel(ctx context.Context, pin bool) error {
-	_, err := i.f.request(ctx, i.id, trust.OpSteer, true, func(inst *instance) transport.Frame {
+// refuses set_model and cycle_model (an error with code model_pinned),
+// sets a changed model back and reports it (ChangeModelDrift). A bundle
+// whose manifest says model.pin is pinned from its spawn on. It returns
+// the model concerned (nil when the agent does not know it yet); pifleet
+// agents only (ErrNotSupported).
+func (i *Instance) PinModel(ctx context.Context, pin bool) (*transport.ModelRef, error) {
+	ans, err := i.f.request(ctx, i.id, trust.OpSteer, true, func(inst *instance) transport.Frame {
 		return &transport.ModelPinFrame{InstanceID: inst.id, Pin: pin}
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	mp, ok := ans.(*transport.ModelPinnedFrame)
+	if !ok {
+		return nil, fmt.Errorf("fleet: model_pin answered with %s", ans.FrameType())
+	}
+	i.f.mu.Lock()
+	defer i.f.mu.Unlock()
+	if inst := i.f.instances[i.id]; inst != nil {
+		inst.rec.ModelPinned = mp.Pin
+		if mp.Model != nil {
+			inst.rec.Model = &serverstore.ModelRef{Provider: mp.Model.Provider, ID: mp.Model.ID, Thinking: mp.Model.Thinking}
+		}
+		i.f.persistInstanceLocked(inst)
+	}
+	return mp.Model, nil
 }
 
 // Output is what the fleet holds of a worker's output.

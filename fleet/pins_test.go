@@ -37,3 +37,31 @@ func TestSpawnPinnedToAnotherHashIsRefusedBeforeAnyFrame(t *testing.T) {
 		t.Errorf("the first spawn frame the agent got: %+v", sp)
 	}
 }
+
+// A model_drift from the agent reaches the application as a change; an
+// unrefused drift (the model was not pinned) becomes the instance's model,
+// a refused one (set back) does not.
+func TestModelDriftIsReported(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	model := func() string {
+		for _, is := range tf.Status(t.Context()).Instances {
+			if is.InstanceID == inst.ID() && is.Model != nil {
+				return is.Model.Provider + "/" + is.Model.ID
+			}
+		}
+		return ""
+	}
+	before := model()
+	for _, refused := range []bool{true, false} {
+		peer.send(peer.conn(), &transport.ModelDriftFrame{InstanceID: inst.ID(), Refused: refused,
+			Expected: transport.ModelRef{Provider: "faux", ID: "faux-1"}, Actual: transport.ModelRef{Provider: "other", ID: "m2"}})
+		tf.waitChange(t, "the drift", func(c fleet.Change) bool {
+			return c.Kind == fleet.ChangeModelDrift && c.InstanceID == inst.ID() && c.Message == "faux/faux-1 → other/m2"
+		})
+		if got, want := model(), map[bool]string{true: before, false: "other/m2"}[refused]; got != want {
+			t.Errorf("refused %v: model %q, want %q", refused, got, want)
+		}
+	}
+}

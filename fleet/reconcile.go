@@ -57,6 +57,7 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		}
 		info, ok := listed[inst.id]
 		if ok && info.State == transport.InstanceRunning {
+			inst.rec.ModelPinned = info.ModelPinned
 			live = append(live, inst)
 			continue
 		}

@@ -41,9 +41,11 @@ type InstanceStatus struct {
 	State                  InstanceState
 	Bundle, BundleHash     string
 	Model                  *transport.ModelRef
-	Degraded               bool
-	TraceID                string
-	OpenTask               string
+	// ModelPinned: the agent refuses model changes (see PinModel).
+	ModelPinned bool
+	Degraded    bool
+	TraceID     string
+	OpenTask    string
 	// Activity is what the worker did last (tool name, writing, …).
 	Activity   string
 	ActivityAt time.Time
@@ -107,7 +109,7 @@ func (f *Fleet) Status(ctx context.Context) Status {
 	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
 	for _, inst := range f.instances {
 		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
-			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: modelOf(inst.rec.Model), Degraded: inst.rec.Degraded,
+			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: modelOf(inst.rec.Model), ModelPinned: inst.rec.ModelPinned, Degraded: inst.rec.Degraded,
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
 			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
 			FromSession: inst.rec.FromSession, SessionMode: inst.rec.SessionMode, StaleBaseline: inst.rec.StaleBaseline}

@@ -42,6 +42,9 @@ type InstanceInfo struct {
 	SessionPath string
 	State       InstanceState
 	Model       *ModelRef
+	// ModelPinned (pifleet) is set while set_model and cycle_model are
+	// refused and a changed model is set back.
+	ModelPinned bool
 }
 
 // Schema lists InstanceInfo's fields.
@@ -54,6 +57,7 @@ func (i *InstanceInfo) Schema(s *Schema) {
 	s.String("sessionPath", &i.SessionPath, Optional)
 	s.String("state", (*string)(&i.State), Required)
 	OptStruct(s, "model", &i.Model)
+	s.Bool("modelPinned", &i.ModelPinned, Optional)
 }
 
 // SessionKind classifies a pi session file.

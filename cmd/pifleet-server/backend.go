@@ -76,6 +76,8 @@ func apiError(err error) error {
 		code = controlapi.CodeSessionPinned
 	case errors.Is(err, fleet.ErrSessionBusy):
 		code = controlapi.CodeSessionBusy
+	case errors.Is(err, fleet.ErrModelPinned):
+		code = controlapi.CodeModelPinned
 	case errors.Is(err, bundle.CodeNotFound):
 		code = controlapi.CodeUnknownBundle
 	case errors.Is(err, trust.ErrPolicyRefused), errors.Is(err, trust.ErrRefused):
@@ -135,7 +137,7 @@ func statusOf(st fleet.Status) controlapi.Status {
 	}
 	for _, in := range st.Instances {
 		ci := controlapi.Instance{ID: in.InstanceID, Agent: in.Agent, Cwd: in.Cwd, State: string(in.State), Bundle: in.Bundle,
-			BundleHash: in.BundleHash, Degraded: in.Degraded, TraceID: in.TraceID, OpenTask: in.OpenTask, Activity: in.Activity,
+			BundleHash: in.BundleHash, ModelPinned: in.ModelPinned, Degraded: in.Degraded, TraceID: in.TraceID, OpenTask: in.OpenTask, Activity: in.Activity,
 			ActivityAt: timePtr(in.ActivityAt), Cost: in.Cost, EndReason: in.EndReason, Session: in.SessionRef,
 			FromSession: in.FromSession, SessionMode: controlapi.SessionMode(in.SessionMode), StaleBaseline: in.StaleBaseline}
 		if ci.FromSession != "" && ci.SessionMode == "" {
@@ -542,6 +544,23 @@ func (b *fleetBackend) SetTools(ctx context.Context, id string, tools []string) 
 	}
 	active, err := in.SetTools(ctx, tools)
 	return active, apiError(err)
+}
+
+// PinModel pins or unpins the model.
+func (b *fleetBackend) PinModel(ctx context.Context, id string, pin bool) (controlapi.ModelPin, error) {
+	in, err := b.instance(id)
+	if err != nil {
+		return controlapi.ModelPin{}, err
+	}
+	m, err := in.PinModel(ctx, pin)
+	if err != nil {
+		return controlapi.ModelPin{}, apiError(err)
+	}
+	res := controlapi.ModelPin{InstanceID: id, Pinned: pin}
+	if m != nil {
+		res.Model = &controlapi.ModelRef{Provider: m.Provider, ID: m.ID, Thinking: m.Thinking}
+	}
+	return res, nil
 }
 
 // SetModel switches the model.

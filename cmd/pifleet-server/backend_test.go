@@ -30,6 +30,7 @@ func TestAPIErrorMapping(t *testing.T) {
 		{fmt.Errorf("%w: r of i", fleet.ErrUnknownUIRequest), controlapi.CodeUnknownUIRequest, ""},
 		{&fleet.SpawnError{Agent: "a", Bundle: "b", Code: "max_workers", Message: "full"}, controlapi.CodeSpawnError, "max_workers"},
 		{&bundle.PlatformError{Bundle: "b", Platform: "linux-x64", Supported: []string{"darwin-arm64"}}, controlapi.CodeSpawnError, "platform_mismatch"},
+		{fmt.Errorf("%w: %w", fleet.ErrModelPinned, &transport.RemoteError{Code: "model_pinned"}), controlapi.CodeModelPinned, ""},
 		{fmt.Errorf("fleet: spawn: %w", &bundle.HashPinError{Bundle: "b", Pinned: "sha256:aa", Served: "sha256:bb"}), controlapi.CodeSpawnError, "bundle_hash_mismatch"},
 		{&fleet.RebundleError{InstanceID: "i", Bundle: "a", Target: "b", Code: "reload_failed"}, controlapi.CodeRebundleFailed, "reload_failed"},
 		{&fleet.StateError{Kind: "instance", ID: "i", State: "stopped", Op: "prompt"}, controlapi.CodeInvalidState, ""},

@@ -141,6 +141,11 @@ func (b *scriptedBackend) SetModel(_ context.Context, id string, m controlapi.Mo
 	return b.record("SetModel %s %s %s", id, m.Provider, m.ID)
 }
 
+func (b *scriptedBackend) PinModel(_ context.Context, id string, pin bool) (controlapi.ModelPin, error) {
+	return controlapi.ModelPin{InstanceID: id, Pinned: pin, Model: &controlapi.ModelRef{Provider: "faux", ID: "faux-1"}},
+		b.record("PinModel %s %v", id, pin)
+}
+
 func (b *scriptedBackend) UIAnswer(_ context.Context, id string, v json.RawMessage) error {
 	return b.record("UIAnswer %s %s", id, v)
 }
@@ -267,6 +272,9 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"rebundle", "i-1", "other"}, "Rebundle i-1 other", []string{"i-1 now runs bundle other h2"}, "bundleHash"},
 		{[]string{"tools", "i-1", "read,grep"}, "SetTools i-1 read|grep", []string{"i-1 tools: read,grep"}, "tools"},
 		{[]string{"model", "i-1", "openrouter/anthropic/claude"}, "SetModel i-1 openrouter anthropic/claude", []string{"model: openrouter/anthropic/claude"}, ""},
+		{[]string{"model", "set", "i-1", "faux/faux-2"}, "SetModel i-1 faux faux-2", []string{"model: faux/faux-2"}, ""},
+		{[]string{"model", "pin", "i-1"}, "PinModel i-1 true", []string{"i-1 model pinned (faux/faux-1)"}, "pinned"},
+		{[]string{"model", "unpin", "i-1"}, "PinModel i-1 false", []string{"i-1 model unpinned (faux/faux-1)"}, "pinned"},
 		{[]string{"ui", "answer", "ui-1", "true"}, "UIAnswer ui-1 true", nil, ""},
 		{[]string{"ui", "answer", "ui-1", "blue"}, `UIAnswer ui-1 "blue"`, nil, ""},
 		{[]string{"ui", "answer", "ui-1", `"null"`}, `UIAnswer ui-1 "null"`, nil, ""},
@@ -523,7 +531,8 @@ func TestParse(t *testing.T) {
 		{[]string{"tools", "i-1", "read,grep,bash"}, func(c *CLI) any { return c.Tools.list() }, []string{"read", "grep", "bash"}},
 		{[]string{"tools", "i-1", " read, ,bash,"}, func(c *CLI) any { return c.Tools.list() }, []string{"read", "bash"}},
 		{[]string{"tools", "i-1", ""}, func(c *CLI) any { return c.Tools.list() }, []string{}},
-		{[]string{"model", "i-1", "p/m"}, func(c *CLI) any { return c.Model.Model }, "p/m"},
+		{[]string{"model", "i-1", "p/m"}, func(c *CLI) any { return c.Model.Set.Model }, "p/m"},
+		{[]string{"model", "pin", "i-1", "--json"}, func(c *CLI) any { return c.Model.Pin.Instance + fmt.Sprint(c.Model.Pin.JSON) }, "i-1true"},
 		{[]string{"ui", "answer", "r-1", "yes"}, func(c *CLI) any { return c.UI.Answer.Request + ":" + c.UI.Answer.Value }, "r-1:yes"},
 		{[]string{"doctor"}, func(c *CLI) any { return c.Doctor.Timeout }, 30 * time.Second},
 		{[]string{"spawn", "--from-session=baseline:api", "--attach"}, func(c *CLI) any {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/alecthomas/kong"
+
 	"example.com/pifleet/fleet/controlapi"
 )
 
@@ -346,15 +348,53 @@ func (c *ToolsCmd) Run(out *Output) error {
 	})
 }
 
-// ModelCmd is `model`.
+// ModelCmd groups the model commands; `model INSTANCE PROVIDER/ID` is
+// `model set`.
 type ModelCmd struct {
+	Set   ModelSetCmd `cmd:"" default:"withargs" help:"Switch an instance's model (the default: model INSTANCE PROVIDER/ID)."`
+	Pin   ModelPinCmd `cmd:"" help:"Pin an instance's model: switching it (set_model, cycle_model) is refused, and a model found changed is set back."`
+	Unpin ModelPinCmd `cmd:"" help:"Lift an instance's model pin."`
+}
+
+// ModelSetCmd is `model set`.
+type ModelSetCmd struct {
 	APIFlags `embed:""`
 	Instance string `arg:"" help:"Instance id."`
 	Model    string `arg:"" help:"provider/id."`
 }
 
+// ModelPinCmd is `model pin` and `model unpin`.
+type ModelPinCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Instance string `arg:"" help:"Instance id."`
+}
+
+// Run pins or unpins (the command's name says which).
+func (c *ModelPinCmd) Run(kctx *kong.Context, out *Output) error {
+	pin := kctx.Selected().Name == "pin"
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		res, err := cl.PinModel(ctx, c.Instance, pin)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(out.Out, res)
+		}
+		what := "unpinned"
+		if res.Pinned {
+			what = "pinned"
+		}
+		if res.Model != nil {
+			what += " (" + res.Model.String() + ")"
+		}
+		_, err = fmt.Fprintf(out.Out, "%s model %s\n", c.Instance, what)
+		return err
+	})
+}
+
 // Run switches the model.
-func (c *ModelCmd) Run(out *Output) error {
+func (c *ModelSetCmd) Run(out *Output) error {
 	m, err := controlapi.ParseModelRef(c.Model)
 	if err != nil {
 		return err

@@ -60,7 +60,7 @@ type CLI struct {
 	Watch    WatchCmd    `cmd:"" group:"Client" help:"Print state changes as they happen."`
 	Rebundle RebundleCmd `cmd:"" group:"Client" help:"Switch a running instance to another bundle."`
 	Tools    ToolsCmd    `cmd:"" group:"Client" help:"Set an instance's active tools."`
-	Model    ModelCmd    `cmd:"" group:"Client" help:"Switch an instance's model."`
+	Model    ModelCmd    `cmd:"" group:"Client" help:"Switch, pin or unpin an instance's model."`
 	UI       UICmd       `cmd:"" name:"ui" group:"Client" help:"Log a browser into the web page (serve --ui), or answer worker dialogs."`
 	Doctor   DoctorCmd   `cmd:"" group:"Client" help:"Check tailscale, every agent and the registry; non-zero exit on failure."`
 	Sessions SessionsCmd `cmd:"" group:"Client" help:"List the agents' sessions (baselines flagged stale), or search their contents."`

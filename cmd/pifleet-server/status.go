@@ -55,6 +55,9 @@ func writeStatus(w io.Writer, st controlapi.Status) error {
 			if in.Model != nil {
 				model = in.Model.String()
 			}
+			if in.ModelPinned {
+				model += " (pinned)"
+			}
 			state := in.State
 			if in.Degraded {
 				state += " (degraded)"

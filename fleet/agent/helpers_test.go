@@ -226,6 +226,7 @@ func testLogger(t testing.TB) zerolog.Logger {
 //	plain     no model policy (no probe: for the misbehaving workers)
 //	fakeos    platforms [fake-os]
 //	narrow    tools [read]
+//	pinned    model faux/faux-1, pinned
 func publishTestBundles(t testing.TB, root string) {
 	t.Helper()
 	src := t.TempDir()
@@ -243,6 +244,7 @@ func publishTestBundles(t testing.TB, root string) {
 		"plain":   `{}`,
 		"fakeos":  `{"platforms":["fake-os"]}`,
 		"narrow":  `{"extensions":["ext/hello.ts"],"tools":{"active":["read"]},"model":{"primary":{"provider":"faux","id":"faux-1"}}}`,
+		"pinned":  `{"model":{"primary":{"provider":"faux","id":"faux-1"},"pin":true}}`,
 		"turns":   `{"budget":{"maxTurns":1},"model":{"primary":{"provider":"gone","id":"x"},"fallbacks":[{"provider":"faux","id":"faux-1"}]}}`,
 	}
 	for name, md := range bundles {

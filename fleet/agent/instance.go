@@ -36,6 +36,7 @@ type instance struct {
 	res         *cache.Result // the bundle it runs (nil when re-adopted until a rebundle)
 	tools       []string
 	model       *transport.ModelRef
+	modelPinned bool // set while the worker's model is pinned (applyPin)
 	traceID     string
 	state       transport.InstanceState
 	pid         int
@@ -78,6 +79,7 @@ func (in *instance) info() transport.InstanceInfo {
 		m := *in.model
 		ii.Model = &m
 	}
+	ii.ModelPinned = in.modelPinned
 	return ii
 }
 

@@ -119,6 +119,9 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 	a.order = append(a.order, id)
 	a.mu.Unlock()
 	in.attach(w)
+	if rec.ModelPinned {
+		in.applyPin(true)
+	}
 	log.Info().Str("taskId", rec.TaskID).Msg("worker re-adopted")
 	return in
 }

@@ -156,19 +156,43 @@ func (a *Agent) modelPin(f *transport.ModelPinFrame) transport.Frame {
 	if in == nil || !in.running() {
 		return errorFrame(f, CodeUnknownInstance, "no running instance "+f.InstanceID)
 	}
-	m := in.modelRef()
-	if m.ID == "" {
-		if s := in.worker().Snapshot().Model; s != "" {
-			m = parseModel(s)
-		}
-	}
-	in.worker().SetModelPin(m.Provider, m.ID, f.Pin)
+	m := in.pinModel(f.Pin)
 	out := &transport.ModelPinnedFrame{InstanceID: in.id, Pin: f.Pin}
 	if m.ID != "" {
 		out.Model = &m
 	}
 	out.ID = f.ID
 	return out
+}
+
+// pinModel pins (or unpins) the worker's model and records it, so that a
+// re-adopted worker stays pinned. It returns the model concerned.
+func (in *instance) pinModel(pin bool) transport.ModelRef {
+	m := in.applyPin(pin)
+	if _, err := in.a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
+		r.ModelPinned = pin
+		return nil
+	}); err != nil {
+		in.log.Warn().Err(err).Bool("pin", pin).Msg("cannot record the model pin; it holds until the agent restarts")
+	}
+	return m
+}
+
+// applyPin pins (or unpins) the worker's model to the one it runs: the
+// model the agent chose, else the one pi reports.
+func (in *instance) applyPin(pin bool) transport.ModelRef {
+	m := in.modelRef()
+	if m.ID == "" {
+		if s := in.worker().Snapshot().Model; s != "" {
+			m = parseModel(s)
+		}
+	}
+	in.worker().SetModelPin(m.Provider, m.ID, pin)
+	in.mu.Lock()
+	in.modelPinned = pin
+	in.mu.Unlock()
+	in.log.Info().Str("model", m.Provider+"/"+m.ID).Bool("pin", pin).Msg("model pin")
+	return m
 }
 
 // jsonObject encodes v as a raw JSON command.

@@ -70,6 +70,8 @@ type Backend interface {
 	SetTools(ctx context.Context, instanceID string, tools []string) ([]string, error)
 	// SetModel switches the worker's model.
 	SetModel(ctx context.Context, instanceID string, m ModelRef) error
+	// PinModel pins (pin true) or unpins the worker's model.
+	PinModel(ctx context.Context, instanceID string, pin bool) (ModelPin, error)
 	// UIAnswer answers a pending worker dialog. value is a JSON string,
 	// boolean, or null (cancel).
 	UIAnswer(ctx context.Context, requestID string, value json.RawMessage) error

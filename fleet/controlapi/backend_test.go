@@ -155,6 +155,10 @@ func (b *recordingBackend) SetModel(_ context.Context, id string, m ModelRef) er
 	return b.record("SetModel %s %s", id, js(m))
 }
 
+func (b *recordingBackend) PinModel(_ context.Context, id string, pin bool) (ModelPin, error) {
+	return ModelPin{InstanceID: id, Pinned: pin, Model: &ModelRef{Provider: "faux", ID: "faux-1"}}, b.record("PinModel %s %v", id, pin)
+}
+
 func (b *recordingBackend) UIAnswer(_ context.Context, id string, value json.RawMessage) error {
 	return b.record("UIAnswer %s %s", id, value)
 }

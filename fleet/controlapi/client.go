@@ -299,6 +299,13 @@ func (c *Client) SetModel(ctx context.Context, instanceID string, m ModelRef) er
 	return c.call(ctx, http.MethodPut, "/instances/"+seg(instanceID)+"/model", m, nil)
 }
 
+// PinModel pins (pin true) or unpins the worker's model.
+func (c *Client) PinModel(ctx context.Context, instanceID string, pin bool) (ModelPin, error) {
+	var res ModelPin
+	err := c.call(ctx, http.MethodPut, "/instances/"+seg(instanceID)+"/model-pin", ModelPinRequest{Pin: pin}, &res)
+	return res, err
+}
+
 // Tasks lists the tracked tasks.
 func (c *Client) Tasks(ctx context.Context) ([]Task, error) {
 	var ts []Task

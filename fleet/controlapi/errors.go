@@ -27,6 +27,7 @@ const (
 	CodeSessionPinned    Code = "session_pinned"     // 409: attach to a pinned session (resume it as a clone)
 	CodeSessionBusy      Code = "session_busy"       // 409: a live worker is attached to the session already
 	CodeWorkerGone       Code = "worker_gone"        // 409: the worker died (exited, killed, shim lost)
+	CodeModelPinned      Code = "model_pinned"       // 409: the worker's model is pinned (model unpin first)
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeExecRefused      Code = "exec_refused"       // 422: the agent would not run the command (Detail: exec_disabled, exec_failed, …)
@@ -49,7 +50,7 @@ func (c Code) HTTPStatus() int {
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
 		CodeUnknownSession, CodeUnknownEndpoint, CodeUnknownExecution:
 		return http.StatusNotFound
-	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone:
+	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone, CodeModelPinned:
 		return http.StatusConflict
 	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused, CodeFileError:
 		return http.StatusUnprocessableEntity
@@ -103,6 +104,7 @@ var (
 	ErrSessionPinned    = &Error{Code: CodeSessionPinned}
 	ErrSessionBusy      = &Error{Code: CodeSessionBusy}
 	ErrWorkerGone       = &Error{Code: CodeWorkerGone}
+	ErrModelPinned      = &Error{Code: CodeModelPinned}
 	ErrSpawn            = &Error{Code: CodeSpawnError}
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
 	ErrExecRefused      = &Error{Code: CodeExecRefused}

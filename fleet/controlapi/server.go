@@ -85,6 +85,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/instances/{id}/rebundle", s.rebundle)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/tools", s.tools)
 	s.mux.HandleFunc("PUT "+p+"/instances/{id}/model", s.model)
+	s.mux.HandleFunc("PUT "+p+"/instances/{id}/model-pin", s.modelPin)
 	s.mux.HandleFunc("GET "+p+"/tasks", s.tasks)
 	s.mux.HandleFunc("POST "+p+"/tasks/{id}/accept", s.accept)
 	s.mux.HandleFunc("POST "+p+"/tasks/{id}/reject", s.reject)
@@ -487,6 +488,16 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.reply(w, r, nil, s.b.SetModel(r.Context(), r.PathValue("id"), req))
+}
+
+func (s *Server) modelPin(w http.ResponseWriter, r *http.Request) {
+	var req ModelPinRequest
+	if err := decode(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.PinModel(r.Context(), r.PathValue("id"), req.Pin)
+	s.reply(w, r, res, err)
 }
 
 func (s *Server) tasks(w http.ResponseWriter, r *http.Request) {

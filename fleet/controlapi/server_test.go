@@ -143,6 +143,9 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("SetTools = %v, %v", tools, err)
 			}
 			must(t, c.SetModel(ctx, "i-1", ModelRef{Provider: "anthropic", ID: "claude/x"}))
+			if mp, err := c.PinModel(ctx, "i-1", true); err != nil || !mp.Pinned || mp.InstanceID != "i-1" || mp.Model == nil || mp.Model.ID != "faux-1" {
+				t.Errorf("PinModel = %+v, %v", mp, err)
+			}
 			must(t, c.UIAnswer(ctx, "ui-1", json.RawMessage(`true`)))
 			must(t, c.UIAnswer(ctx, "ui-2", nil))
 			rep, err := c.Doctor(ctx)
@@ -167,6 +170,7 @@ func TestRoundTrips(t *testing.T) {
 				"Rebundle i-1 other",
 				`SetTools i-1 ["read","grep"]`,
 				`SetModel i-1 {"provider":"anthropic","id":"claude/x"}`,
+				"PinModel i-1 true",
 				"UIAnswer ui-1 true",
 				"UIAnswer ui-2 null",
 				"Doctor",

@@ -73,6 +73,9 @@ type Instance struct {
 	Bundle     string    `json:"bundle"`
 	BundleHash string    `json:"bundleHash,omitempty"`
 	Model      *ModelRef `json:"model,omitempty"`
+	// ModelPinned: the worker's model is pinned (set_model and
+	// cycle_model are refused; see model pin).
+	ModelPinned bool `json:"modelPinned,omitempty"`
 	// Degraded: the worker runs a cached bundle because the registry was
 	// unavailable at spawn.
 	Degraded bool   `json:"degraded,omitempty"`
@@ -408,6 +411,19 @@ type PromptResult struct {
 	Reply string `json:"reply,omitempty"`
 	// Settled is true when the call waited for the run to settle.
 	Settled bool `json:"settled,omitempty"`
+}
+
+// ModelPinRequest pins (Pin true) or unpins a worker's model.
+type ModelPinRequest struct {
+	Pin bool `json:"pin"`
+}
+
+// ModelPin answers a ModelPinRequest: whether the model is now pinned, and
+// which model that is (absent when the agent does not know it yet).
+type ModelPin struct {
+	InstanceID string    `json:"instanceId"`
+	Pinned     bool      `json:"pinned"`
+	Model      *ModelRef `json:"model,omitempty"`
 }
 
 // TextRequest is a body holding one text (steer).

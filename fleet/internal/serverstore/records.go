@@ -99,6 +99,9 @@ type Instance struct {
 	Bundle     string    `json:"bundle"`
 	BundleHash string    `json:"bundleHash,omitempty"`
 	Model      *ModelRef `json:"model,omitempty"`
+	// ModelPinned: the agent refuses model changes (the bundle's
+	// model.pin, or PinModel).
+	ModelPinned bool `json:"modelPinned,omitempty"`
 	// State is the instance machine's state (fleet.InstanceState).
 	State       string `json:"state"`
 	SessionPath string `json:"sessionPath,omitempty"`

@@ -16,11 +16,14 @@ import (
 // list, to re-attach to the worker's shim after an agent restart, or to
 // report the worker lost with its session path and its open task aborted.
 type Instance struct {
-	InstanceID  string                  `json:"instanceId"`
-	Cwd         string                  `json:"cwd"`
-	Bundle      string                  `json:"bundle,omitzero"`
-	BundleHash  string                  `json:"bundleHash,omitzero"`
-	Model       *Model                  `json:"model,omitzero"`
+	InstanceID string `json:"instanceId"`
+	Cwd        string `json:"cwd"`
+	Bundle     string `json:"bundle,omitzero"`
+	BundleHash string `json:"bundleHash,omitzero"`
+	Model      *Model `json:"model,omitzero"`
+	// ModelPinned is set while the worker's model is pinned (the bundle's
+	// model.pin, or model_pin), so that a re-adopted worker stays pinned.
+	ModelPinned bool                    `json:"modelPinned,omitzero"`
 	SessionPath string                  `json:"sessionPath,omitzero"`
 	State       transport.InstanceState `json:"state"`
 
