@@ -342,6 +342,11 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 		_ = c.Close()
 		return fmt.Errorf("fleet: agent %s: connection machine in %s", a.name, a.m.State())
 	}
+	// Our hello is queued before the connection can be seen (a.conn):
+	// it must be the first frame the agent reads, before any request
+	// (an agent that dialled in counts itself connected only on it).
+	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: []string{transport.CapabilityPifleet}})
 	a.conn, a.hello, a.identity, a.policy, a.addr = c, hello, id, policy, addr
 	a.pifleet = slices.Contains(hello.Capabilities, transport.CapabilityPifleet)
 	a.connectedAt = f.cfg.Now()
@@ -357,8 +362,6 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	f.mu.Unlock()
 	p.Connected(a.name)
 
-	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
-		PackageVersion: Version, Platform: hostPlatform(), Capabilities: []string{transport.CapabilityPifleet}})
 	for _, fr := range early {
 		f.handleFrame(a, c, fr)
 	}
