@@ -42,9 +42,11 @@ func runAgent(t *testing.T, cfg agent.Config) string {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
+		// Close before waiting for Run: a worker still running (a test
+		// that failed half way) holds Run until Close detaches it.
 		cancel()
-		<-done
 		a.Close()
+		<-done
 	})
 	select {
 	case <-a.Ready():

@@ -95,6 +95,14 @@ func Within(ctx context.Context, d time.Duration, steps ...chromedp.Action[chrom
 	return chromedp.Do(c, steps...)
 }
 
+// Until waits, at most d, until the JavaScript expression is truthy in the
+// page (checked on every change of the DOM), and returns its value.
+func Until[T any](ctx context.Context, d time.Duration, expr string) (T, error) {
+	c, cancel := context.WithTimeout(ctx, d+time.Second)
+	defer cancel()
+	return chromedp.Run(c, chromedp.Poll[T](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(d)))
+}
+
 // Eval evaluates a JavaScript expression in the page within d and
 // decodes its value.
 func Eval[T any](ctx context.Context, d time.Duration, expr string) (T, error) {

@@ -153,6 +153,31 @@ function policyOf(agentName) {
 }
 const canSteer = (agentName) => policyOf(agentName) === "steer";
 
+// timelines: the states each worker went through while the page watched
+// (the seed's names, as the stream reports them).
+const timelines = new Map();
+function note(id, state) {
+  if (!id || !state) return;
+  const t = timelines.get(id) || [];
+  if (!t.length || t[t.length - 1].state !== state) t.push({ state, at: Date.now() });
+  if (t.length > 40) t.splice(0, t.length - 40);
+  timelines.set(id, t);
+}
+function historyLine(t) {
+  if (!t || t.length < 2) return null;
+  const shown = t.slice(-8);
+  return h("div", { class: "history", title: "states seen on this page" },
+    t.length > shown.length ? "… → " : "", shown.map((x, i) => [i ? " → " : "", h("span", { class: "hs" }, x.state)]));
+}
+
+// spawning: the spawns this page started, until the worker is idle. The
+// instance id comes with the end of the spawn, so until then the card is
+// fed by the spawn's own progress lines: requested, spawning (accepted),
+// provisioning, degraded_cache.
+const spawning = new Map();
+let spawnSeq = 0;
+const phaseState = { accepted: "spawning", provisioning: "provisioning", degraded: "degraded_cache", starting: "provisioning" };
+
 // ---- refreshing: one status fetch at a time, at most every refreshGap ms ----
 
 const refreshGap = 700;
@@ -229,6 +254,11 @@ function flush() {
   for (const c of batch) {
     switch (c.kind) {
       case "instance_state": {
+        if (c.instanceId) {
+          if (!timelines.has(c.instanceId) && c.from) note(c.instanceId, c.from);
+          note(c.instanceId, c.to);
+          dirty = true;
+        }
         const i = model.byId.get(c.instanceId);
         if (i && c.to) { i.state = c.to; dirty = true; }
         needStatus = true;
@@ -319,9 +349,23 @@ function renderCards() {
   const cards = $("cards");
   const keep = new Set();
   let prev = null;
+  for (const [key, sp] of spawning) {
+    keep.add(key);
+    const sig = JSON.stringify(sp);
+    let c = cardCache.get(key);
+    if (!c || c.sig !== sig) {
+      const el = pendingCard(key, sp);
+      if (c) c.el.replaceWith(el);
+      c = { el, sig };
+      cardCache.set(key, c);
+    }
+    const want = prev ? prev.nextSibling : cards.firstChild;
+    if (want !== c.el) cards.insertBefore(c.el, want);
+    prev = c.el;
+  }
   for (const inst of list) {
     keep.add(inst.id);
-    const sig = JSON.stringify([inst, policyOf(inst.agent), Math.floor(Date.now() / 10000)]);
+    const sig = JSON.stringify([inst, policyOf(inst.agent), timelines.get(inst.id), Math.floor(Date.now() / 10000)]);
     let c = cardCache.get(inst.id);
     if (!c || c.sig !== sig) {
       const el = card(inst);
@@ -336,7 +380,19 @@ function renderCards() {
   for (const [id, c] of cardCache) {
     if (!keep.has(id)) { c.el.remove(); cardCache.delete(id); }
   }
-  $("no-workers").hidden = list.length > 0 || !model.loaded;
+  $("no-workers").hidden = list.length > 0 || spawning.size > 0 || !model.loaded;
+}
+
+function pendingCard(key, sp) {
+  return h("article", { class: "card pending", dataset: { spawn: key } },
+    h("div", { class: "card-head" }, h("span", { class: "card-title" }, "new worker"), badge(sp.state)),
+    h("dl", { class: "facts" },
+      h("dt", {}, "agent"), h("dd", {}, sp.agent),
+      h("dt", {}, "cwd"), h("dd", { class: "mono" }, sp.cwd),
+      h("dt", {}, "bundle"), h("dd", {}, sp.bundle)),
+    h("div", { class: "activity" }, sp.message || ""),
+    historyLine(sp.history),
+    sp.state === "failed" ? h("div", { class: "card-actions" }, h("button", { onclick: () => { spawning.delete(key); renderCards(); } }, "Dismiss")) : null);
 }
 
 function task(id) { return model.status.tasks.find((t) => t.id === id); }
@@ -359,6 +415,7 @@ function card(inst) {
       h("dt", {}, "cost"), h("dd", {}, "$" + (inst.cost || 0).toFixed(4)),
       t ? [h("dt", {}, "task"), h("dd", {}, badge(t.state), " ", short(t.prompt, 60))] : null),
     h("div", { class: "activity" }, inst.activity ? ["doing ", h("b", {}, inst.activity), " · ", ago(inst.activityAt)] : ended ? inst.endReason || "ended" : "no activity yet"),
+    historyLine(timelines.get(inst.id)),
     (inst.pendingUi || []).map((u) => dialogBox(u, inst)),
     ended ? null : h("div", { class: "card-actions" },
       h("button", { onclick: () => { location.hash = "#/worker/" + seg(inst.id); } }, "Open"),
@@ -416,7 +473,8 @@ function renderWorker(id) {
     t ? [h("dt", {}, "task"), h("dd", {}, h("a", { href: "#/review" }, t.id), " ", badge(t.state), " ", t.rejects + "/" + t.maxRejects + " rejections")] : null,
     inst.session ? [h("dt", {}, "session"), h("dd", { class: "mono" }, inst.session)] : null,
     inst.fromSession ? [h("dt", {}, "from"), h("dd", { class: "mono" }, inst.fromSession, " (" + (inst.sessionMode || "clone") + ")", inst.staleBaseline ? " — baseline is stale" : "")] : null,
-    inst.endReason ? [h("dt", {}, "ended"), h("dd", {}, inst.endReason)] : null));
+    inst.endReason ? [h("dt", {}, "ended"), h("dd", {}, inst.endReason)] : null,
+    timelines.has(inst.id) ? [h("dt", {}, "history"), h("dd", { id: "w-history" }, historyLine(timelines.get(inst.id)) || inst.state)] : null));
   const steer = canSteer(inst.agent);
   const ended = finalStates.has(inst.state);
   for (const b of ["w-send", "w-steer", "w-abort", "w-stop"]) $(b).disabled = !steer || ended;
@@ -789,13 +847,38 @@ async function spawnSubmit(ev) {
   }
   const from = $("sp-from").value.trim();
   if (from) body.fromSession = from;
-  const r = await act($("sp-go"), () => spawnLike("/instances", body, (p) => {
-    $("sp-progress").textContent = p.phase + (p.filesTotal ? " · " + (p.filesFetched || 0) + "/" + p.filesTotal + " files" : "") + (p.message ? " · " + p.message : "");
-  }));
-  if (r) {
-    $("spawn-dialog").close();
+  // The dialog closes at once; the new worker's card shows the spawn.
+  $("spawn-dialog").close();
+  const key = "spawn-" + ++spawnSeq;
+  const sp = { agent: body.agent || "(from the session)", cwd: body.cwd || from, bundle: body.bundle, state: "requested", message: "", history: [] };
+  const move = (state) => {
+    sp.state = state;
+    if (!sp.history.length || sp.history[sp.history.length - 1].state !== state) sp.history.push({ state, at: Date.now() });
+  };
+  move("requested");
+  spawning.set(key, sp);
+  if (currentView().name !== "workers") location.hash = "#/workers";
+  renderCards();
+  try {
+    const r = await spawnLike("/instances", body, (p) => {
+      move(phaseState[p.phase] || sp.state);
+      sp.message = p.phase + (p.filesTotal ? " · " + ((p.filesFetched || 0) + (p.filesReused || 0)) + "/" + p.filesTotal + " files" : "") + (p.message ? " · " + p.message : "");
+      renderCards();
+    });
+    move("idle"); // a spawn answers once the worker is idle
+    // The stream saw the end of it too (… → idle, and maybe more since):
+    // keep what came after its idle.
+    const seen = timelines.get(r.instanceId) || [];
+    const after = seen.findIndex((x) => x.state === "idle");
+    timelines.set(r.instanceId, sp.history.concat(after >= 0 ? seen.slice(after + 1) : []));
+    spawning.delete(key);
     toast(r.instanceId + " is ready");
-    location.hash = "#/worker/" + seg(r.instanceId);
+    await refresh();
+  } catch (e) {
+    move("failed");
+    sp.message = e.message;
+    toast(e.message, true);
+    renderCards();
   }
 }
 
