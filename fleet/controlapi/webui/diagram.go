@@ -88,6 +88,7 @@ func diagramSVG(m machine) template.HTML {
 		slices.Sort(r)
 		widest = max(widest, len(r))
 	}
+	orderRows(rows, edges)
 	width := 2*margin + widest*nodeW + (widest-1)*colGap
 	height := 2*margin + len(rows)*nodeH + (len(rows)-1)*rowGap
 	type pos struct{ x, y int }
@@ -163,6 +164,71 @@ func diagramSVG(m machine) template.HTML {
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // built above from the table; every name escaped
+}
+
+// orderRows orders the states of each row to cross fewer arrows: a few
+// sweeps of the barycenter heuristic, each state placed at the mean
+// position of its neighbours in the rows above (down sweep) or below (up
+// sweep). Ties keep the name order, so the drawing is stable.
+func orderRows(rows [][]string, edges []fsmkit.Edge) {
+	nbrs := map[string][]string{}
+	for _, e := range edges {
+		if e.Src != "[*]" && e.Dst != "[*]" && e.Src != e.Dst {
+			nbrs[e.Src] = append(nbrs[e.Src], e.Dst)
+			nbrs[e.Dst] = append(nbrs[e.Dst], e.Src)
+		}
+	}
+	rowOf := map[string]int{}
+	for ri, r := range rows {
+		for _, s := range r {
+			rowOf[s] = ri
+		}
+	}
+	pos := func() map[string]float64 {
+		p := map[string]float64{}
+		for _, r := range rows {
+			for i, s := range r {
+				// Centred, so that rows of different widths line up.
+				p[s] = float64(i) - float64(len(r)-1)/2
+			}
+		}
+		return p
+	}
+	sweep := func(ri int, from func(int) bool) {
+		p := pos()
+		bary := map[string]float64{}
+		for _, s := range rows[ri] {
+			sum, n := 0.0, 0
+			for _, o := range nbrs[s] {
+				if from(rowOf[o]) {
+					sum += p[o]
+					n++
+				}
+			}
+			if n > 0 {
+				bary[s] = sum / float64(n)
+			} else {
+				bary[s] = p[s]
+			}
+		}
+		slices.SortStableFunc(rows[ri], func(a, b string) int {
+			switch {
+			case bary[a] < bary[b]:
+				return -1
+			case bary[a] > bary[b]:
+				return 1
+			}
+			return 0
+		})
+	}
+	for range 4 {
+		for ri := 1; ri < len(rows); ri++ {
+			sweep(ri, func(r int) bool { return r < ri })
+		}
+		for ri := len(rows) - 2; ri >= 0; ri-- {
+			sweep(ri, func(r int) bool { return r > ri })
+		}
+	}
 }
 
 // transitions lists each state's ways out (event → destination), for the

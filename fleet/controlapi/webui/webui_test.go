@@ -262,6 +262,10 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	}
 	c, cancel := context.WithTimeout(ctx, step)
 	defer cancel()
+	// From the top, without the passing notices.
+	if err := chromedp.Do(c, chromedp.Evaluate[chromedp.Void](`document.getElementById('toasts').replaceChildren(); window.scrollTo(0, 0)`)); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
 	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

@@ -512,7 +512,7 @@ const transcript = {
   seen: new Set(),
   tools: new Map(),
   streaming: null,
-  pending: null,
+  placeholder: null,
 
   open(id) {
     this.id = id;
@@ -524,6 +524,7 @@ const transcript = {
     this.seen = new Set();
     this.tools = new Map();
     this.streaming = null;
+    this.placeholder = null;
     $("w-transcript").replaceChildren();
   },
 
@@ -544,10 +545,11 @@ const transcript = {
     this.reset();
     for (const e of entries || []) this.entry(e);
     for (const ev of events) this.live(ev);
-    if (!$("w-transcript").firstChild) this.add("info", "", "Nothing yet: the worker's messages appear here as it writes them.");
+    if (!$("w-transcript").firstChild) this.placeholder = this.add("info", "", "Nothing yet: the worker's messages appear here as it writes them.");
   },
 
   add(kind, who, ...body) {
+    if (this.placeholder) { this.placeholder.remove(); this.placeholder = null; }
     const li = h("li", { class: kind }, who ? h("div", { class: "who" }, who) : null, body);
     $("w-transcript").append(li);
     return li;
