@@ -188,5 +188,22 @@ func TestEndToEnd(t *testing.T) {
 	if status, _, errOut := runCLI(t, "ui", "answer", req.ID, "false", api); status == 0 || !strings.Contains(errOut, "unknown_ui_request") {
 		t.Errorf("second answer: %d %s", status, errOut)
 	}
+
+	// The model pin from the command line: switching is refused while it
+	// holds, and allowed again once it is lifted.
+	var mp controlapi.ModelPin
+	if err := json.Unmarshal([]byte(run("model", "pin", id2, "--json")), &mp); err != nil || !mp.Pinned || mp.Model == nil || mp.Model.ID != "faux-1" {
+		t.Fatalf("model pin --json: %v %+v", err, mp)
+	}
+	if status, _, errOut := runCLI(t, "model", id2, "faux/faux-1", api); status == 0 || !strings.Contains(errOut, "model_pinned") {
+		t.Errorf("model while pinned: %d %s", status, errOut)
+	}
+	if out := run("status"); !strings.Contains(out, "faux/faux-1 (pinned)") {
+		t.Errorf("status does not show the pin:\n%s", out)
+	}
+	if out := run("model", "unpin", id2); out != id2+" model unpinned (faux/faux-1)\n" {
+		t.Errorf("model unpin printed %q", out)
+	}
+	run("model", id2, "faux/faux-1")
 	run("stop", id2)
 }

@@ -52,3 +52,27 @@ func TestBundleModelPinAppliedAtSpawn(t *testing.T) {
 		t.Fatalf("still pinned: %+v", l.Instances)
 	}
 }
+
+// A rebundle to a bundle that pins its model pins the worker.
+func TestRebundleToAPinningBundlePins(t *testing.T) {
+	h := newHarness(t, hopts{})
+	c := h.dial(t)
+	c.hello()
+	inst := c.mustSpawn("s", h.cwd, "default", nil)
+	if inst.ModelPinned {
+		t.Fatalf("a worker of an unpinned bundle is pinned: %+v", inst)
+	}
+	f := &transport.RebundleFrame{InstanceID: inst.InstanceID, Bundle: "pinned"}
+	f.ID = "rb"
+	c.send(f)
+	if r := c.reply("rb").(*transport.RebundledFrame); !r.Switched || r.Error != nil {
+		t.Fatalf("rebundled %+v", r)
+	}
+	if l := c.roundTrip("l"); !l.Instances[0].ModelPinned {
+		t.Fatalf("after the rebundle: %+v", l.Instances[0])
+	}
+	c.rpc(inst.InstanceID, "", map[string]any{"type": "set_model", "id": "sm", "provider": "faux", "modelId": "faux-1"})
+	if e := nextOf[*transport.ErrorFrame](c, nil); e.Code != CodeModelPinned {
+		t.Fatalf("set_model after the rebundle: %+v", e)
+	}
+}

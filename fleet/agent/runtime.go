@@ -45,6 +45,9 @@ func (a *Agent) rebundle(ctx context.Context, f *transport.RebundleFrame) transp
 	if out.Sync != nil {
 		reply.Degraded = out.Sync.Status == cache.StatusDegraded
 	}
+	if err == nil && out.Switched && pinsModel(out.Sync) {
+		in.pinModel(true) // the new bundle declares the pin
+	}
 	if err != nil {
 		code := CodeRestartFailed
 		if se, ok := asSpawnError(err); ok {
@@ -163,6 +166,16 @@ func (a *Agent) modelPin(f *transport.ModelPinFrame) transport.Frame {
 	}
 	out.ID = f.ID
 	return out
+}
+
+// pinsModel reports whether the bundle's manifest pins the worker's model
+// (model.pin: true).
+func pinsModel(res *cache.Result) bool {
+	if res == nil || res.Manifest == nil || res.Manifest.Model == nil {
+		return false
+	}
+	p := res.Manifest.Model.Pin
+	return p != nil && *p
 }
 
 // pinModel pins (or unpins) the worker's model and records it, so that a

@@ -386,9 +386,8 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	} else if f.FromSession != "" {
 		in.refreshSession(sctx)
 	}
-	if mp := res.Manifest.Model; mp != nil && mp.Pin != nil && *mp.Pin {
-		// The bundle pins its model: from before anyone can send the
-		// worker a set_model.
+	if pinsModel(res) {
+		// From before anyone can send the worker a set_model.
 		in.pinModel(true)
 	}
 	a.mu.Lock()
