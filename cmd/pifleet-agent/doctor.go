@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"example.com/pifleet/bundle/cache"
 	"example.com/pifleet/internal/cli"
 	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
 )
 
 // DoctorCmd checks what the agent needs, one PASS/FAIL line per check, and
@@ -23,6 +25,8 @@ type DoctorCmd struct {
 	WhoisStatic []string      `help:"A static identity map is configured: the tailscale check is skipped (SKIP)." env:"PIFLEET_WHOIS_STATIC" sep:","`
 	Tailscale   string        `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE"`
 	Timeout     time.Duration `help:"Timeout of each check." default:"20s" env:"PIFLEET_DOCTOR_TIMEOUT"`
+	Server      string        `help:"The pinned server (as serve's --server): each --dial address is checked to be it." env:"PIFLEET_SERVER"`
+	Dial        []string      `help:"A server address serve dials (as serve's --dial): whois must name the pinned server. Nothing is sent to it." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
 }
 
 // check is one line of the report.
@@ -42,6 +46,9 @@ func (d *DoctorCmd) Run(out *Output) error {
 	}
 	if len(d.WhoisStatic) > 0 {
 		checks[2].skip = "static identity map configured"
+	}
+	for _, addr := range d.Dial {
+		checks = append(checks, check{name: "dial " + addr, run: func(ctx context.Context) (string, error) { return d.checkDial(ctx, addr) }})
 	}
 	failed := 0
 	for _, c := range checks {
@@ -110,6 +117,42 @@ func (d *DoctorCmd) checkTailscale(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return "running, this machine is " + ip.String(), nil
+}
+
+// checkDial resolves a --dial address and asks whois who it is, without
+// connecting (a connection would be a first contact on the server): it
+// must be the pinned server, or serve would refuse it.
+func (d *DoctorCmd) checkDial(ctx context.Context, addr string) (string, error) {
+	if d.Server == "" {
+		return "", errors.New("no --server: the pinned server is needed to check the address")
+	}
+	pin, err := trust.ParsePin(d.Server)
+	if err != nil {
+		return "", err
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("want HOST:PORT: %w", err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return "", fmt.Errorf("cannot resolve %s: %v", host, err)
+	}
+	ip := ips[0].Unmap()
+	var whois identity.Whois = &identity.Tailscale{Binary: d.Tailscale}
+	if len(d.WhoisStatic) > 0 {
+		if whois, err = identity.ParseStatic(d.WhoisStatic...); err != nil {
+			return "", err
+		}
+	}
+	id, err := whois.Whois(ctx, ip)
+	if err != nil {
+		return "", fmt.Errorf("whois %s: %w", ip, err)
+	}
+	if !pin.Matches(id) {
+		return "", fmt.Errorf("%s is %s, not the pinned server %s: serve would refuse it", ip, id, pin)
+	}
+	return fmt.Sprintf("%s is %s, the pinned server", ip, id), nil
 }
 
 func (d *DoctorCmd) checkCache(context.Context) (string, error) {

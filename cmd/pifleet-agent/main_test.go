@@ -97,6 +97,13 @@ func TestDoctor(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PASS pi") || !strings.Contains(out, "0.73.1") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
+	// A --dial address must be the pinned server, by whois alone.
+	code, out, _ = runCLI(t, "doctor", "--state-dir", dir, "--pi", fake, "--whois-static", "127.0.0.1=box,127.0.0.2=other",
+		"--server", "box", "--dial", "127.0.0.1:9790,127.0.0.2:9790")
+	if code == 0 || !strings.Contains(out, "PASS dial 127.0.0.1:9790 127.0.0.1 is box, the pinned server") ||
+		!strings.Contains(out, "FAIL dial 127.0.0.2:9790 127.0.0.2 is other, not the pinned server box") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
 }
 
 // Checklist 136: the exec flags are kept in the service's command line, in
