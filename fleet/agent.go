@@ -149,7 +149,7 @@ func (f *Fleet) waitAgent(ctx context.Context, name string, throughLoss bool) er
 			f.mu.Unlock()
 			return nil
 		case state == transport.StateRejected:
-			err := fmt.Errorf("%w: %s: %s", ErrAgentRefused, name, a.lastErr)
+			err := &AgentRefusedError{Agent: name, Reason: a.lastErr}
 			f.mu.Unlock()
 			return err
 		case !throughLoss && f.state == lifeStarted && (a == nil || state == transport.StateLost || state == transport.StateClosed):
@@ -293,6 +293,8 @@ func (f *Fleet) handshakeFailed(a *agentState, c *transport.Conn, err error) err
 		return ErrClosed // Close cut the handshake short and closed the machine
 	}
 	if errors.Is(err, trust.ErrRefused) {
+		f.log.Warn().Str("agent", a.name).Err(err).
+			Msg("agent refused by trust; it is not dialled again until its policy is set (pifleet-server trust set NAME POLICY) and it is retried")
 		f.fireConnLocked(a, transport.EventDenied, err)
 	} else {
 		f.fireConnLocked(a, transport.EventHandshakeFailed, err)
@@ -572,8 +574,10 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 	}
 }
 
-// Retry makes a rejected agent eligible again (after its trust policy was
-// changed) and asks the dialer to dial it.
+// Retry dials the agent now: one that trust refused is eligible again
+// (after its policy was changed), and one that is lost is dialled at once
+// rather than at the end of its backoff (after its operator restarted
+// it). An established agent is left as it is.
 func (f *Fleet) Retry(name string) error {
 	f.mu.Lock()
 	a := f.agents[name]
@@ -581,11 +585,19 @@ func (f *Fleet) Retry(name string) error {
 		f.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
 	}
+	established := a.established()
 	if a.m.State() == transport.StateRejected {
 		a.m = transport.ConnectionTable.Start()
+		f.agentsChangedLocked()
 	}
 	f.mu.Unlock()
+	if !established {
+		// The dialer forgets the target and its backoff, and the new
+		// record is dialled at once (after a dial in flight returned).
+		f.dial.Deleted(name)
+	}
 	f.dial.Updated(name)
+	f.log.Info().Str("agent", name).Msg("retry: dialling now")
 	return nil
 }
 

@@ -272,3 +272,26 @@ func TestWaitAgentSaysWhyItGaveUp(t *testing.T) {
 		t.Errorf("WaitAgent after Close: %v", err)
 	}
 }
+
+// Retry dials a lost agent now instead of at the end of its backoff: an
+// agent restarted by its operator is back at once.
+func TestRetryRedialsALostAgentNow(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // the agent is down: the first dial fails
+	tf := startFleet(t, t.TempDir(), t.TempDir(), []fleet.Agent{{Name: "box", Addresses: []string{addr}}},
+		func(c *fleet.Config) { c.Dialer.MinRetryInterval, c.Dialer.MaxRetryInterval = time.Hour, time.Hour })
+	tf.waitAgent(t, "box", transport.StateLost)
+	newTestAgentPeerAt(t, addr, "box", true) // the operator restarted it
+	if err := tf.Retry("box"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // far below the hour of backoff
+	defer cancel()
+	if err := tf.WaitAgent(ctx, "box"); err != nil {
+		t.Fatalf("after Retry: %v", err)
+	}
+}

@@ -179,3 +179,17 @@ func (e *ConfigError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalidConfig) true.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// AgentRefusedError reports an agent that trust refused
+// (errors.Is(err, ErrAgentRefused)): Reason is the refusal, as in
+// AgentStatus.LastError.
+type AgentRefusedError struct {
+	Agent, Reason string
+}
+
+func (e *AgentRefusedError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrAgentRefused, e.Agent, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrAgentRefused) true.
+func (e *AgentRefusedError) Is(target error) bool { return target == ErrAgentRefused }

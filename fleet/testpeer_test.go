@@ -66,7 +66,13 @@ type peerRun struct {
 
 func newTestAgentPeer(t testing.TB, machine string, pifleet bool) *testAgentPeer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return newTestAgentPeerAt(t, "127.0.0.1:0", machine, pifleet)
+}
+
+// newTestAgentPeerAt is newTestAgentPeer listening at addr.
+func newTestAgentPeerAt(t testing.TB, addr, machine string, pifleet bool) *testAgentPeer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

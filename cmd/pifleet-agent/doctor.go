@@ -20,7 +20,7 @@ import (
 // DoctorCmd checks what the agent needs, one PASS/FAIL line per check, and
 // exits non-zero when anything failed.
 type DoctorCmd struct {
-	StateDir    string        `help:"State directory to check." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	StateDir    string        `help:"State directory to check." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
 	Pi          string        `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
 	WhoisStatic []string      `help:"A static identity map is configured: the tailscale check is skipped (SKIP)." env:"PIFLEET_WHOIS_STATIC" sep:","`
 	Tailscale   string        `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE"`

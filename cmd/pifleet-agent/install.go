@@ -19,11 +19,11 @@ type InstallCmd struct {
 
 	Server     string   `help:"The pinned server's machine name." required:"" env:"PIFLEET_SERVER"`
 	Port       int      `help:"Port on the tailscale address." default:"9788" env:"PIFLEET_PORT"`
-	Listen     string   `help:"Explicit listen address (default: tailscale IPv4 on --port)." env:"PIFLEET_LISTEN"`
+	Listen     string   `help:"Explicit listen address (default: tailscale IPv4 on --port)." env:"PIFLEET_AGENT_LISTEN"`
 	Dial       []string `help:"A server address to keep a connection to (its --inbound). Repeatable." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
-	StateDir   string   `help:"State directory." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	StateDir   string   `help:"State directory." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
 	Pi         string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
-	Registry   string   `help:"Bundle registry URL." env:"PIFLEET_REGISTRY"`
+	Registry   string   `help:"Bundle registry URL." env:"PIFLEET_REGISTRY_URL"`
 	MaxWorkers int      `help:"Maximum running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
 	FsAccess   string   `help:"workspace or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
 	Home       string   `help:"Home directory the definition is written under (default: yours)." type:"path" env:"PIFLEET_INSTALL_HOME"`

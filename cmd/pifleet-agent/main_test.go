@@ -73,9 +73,11 @@ func TestInstallNeedsAKind(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	code, out, _ := runCLI(t, "version")
-	if code != 0 || !strings.HasPrefix(out, "pifleet-agent "+agent.ModuleVersion()+" ") {
-		t.Fatalf("exit %d: %q", code, out)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, _ := runCLI(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "pifleet-agent "+cli.VersionString()) {
+			t.Errorf("%v: exit %d: %q", args, code, out)
+		}
 	}
 }
 

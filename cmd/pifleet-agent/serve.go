@@ -22,7 +22,7 @@ import (
 
 // ServeCmd runs the agent daemon.
 type ServeCmd struct {
-	Listen      string   `help:"Listen on this address (host:port). Default: the tailscale IPv4 on --port, re-bound when it changes. Never all interfaces unless given explicitly (e.g. 0.0.0.0:9788)." env:"PIFLEET_LISTEN"`
+	Listen      string   `help:"Listen on this address (host:port). Default: the tailscale IPv4 on --port, re-bound when it changes. Never all interfaces unless given explicitly (e.g. 0.0.0.0:9788)." env:"PIFLEET_AGENT_LISTEN"`
 	Port        int      `help:"Port used with the tailscale address." default:"9788" env:"PIFLEET_PORT"`
 	Server      string   `help:"The pinned server's machine name (MACHINE or MACHINE/USER): nobody else is admitted." required:"" env:"PIFLEET_SERVER"`
 	ServerUser  string   `help:"Also require this tailnet user of the pinned server." env:"PIFLEET_SERVER_USER"`
@@ -30,13 +30,13 @@ type ServeCmd struct {
 	DialFrom    string   `help:"Local IP the --dial connections leave from (default: the system's choice)." env:"PIFLEET_DIAL_FROM" placeholder:"IP"`
 	WhoisStatic []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
 	Machine     string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
-	StateDir    string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	StateDir    string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
 	Sessions    string   `help:"pi's sessions root (default: $PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions)." env:"PIFLEET_SESSIONS_ROOT" type:"path"`
 	Pi          string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
 	PiArg       []string `help:"Extra argument for every worker's pi command line (repeatable)." env:"PIFLEET_PI_ARGS" sep:"none"`
 	MaxWorkers  int      `help:"Refuse spawns beyond this many running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
 	FsAccess    string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
-	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY"`
+	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY_URL"`
 	Model       string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
 
 	ExecFlags `embed:""`

@@ -13,6 +13,7 @@ import (
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -45,7 +46,13 @@ func apiError(err error) error {
 	var hashErr *bundle.HashPinError
 	var fileErr *fleet.FileError
 	var execErr *fleet.ExecError
+	var piErr *pirpc.CommandError
+	var refused *fleet.AgentRefusedError
 	switch {
+	case errors.As(err, &refused):
+		return &controlapi.Error{Code: controlapi.CodeAgentRefused, Message: err.Error() + "; " + trustHint(refused.Agent)}
+	case errors.As(err, &piErr):
+		code = controlapi.CodeWorkerRefused
 	case errors.As(err, &execErr):
 		code, detail = controlapi.CodeExecRefused, execErr.Code
 	case errors.Is(err, fleet.ErrUnknownExecution):
@@ -101,6 +108,11 @@ func apiError(err error) error {
 		code, detail = controlapi.CodeBadRequest, fileErr.Code
 	}
 	return &controlapi.Error{Code: code, Message: err.Error(), Detail: detail}
+}
+
+// trustHint says how an operator admits an agent that trust refused.
+func trustHint(agent string) string {
+	return fmt.Sprintf("to admit it, run `pifleet-server trust set %s steer` (or allow), then `pifleet-server retry %s`", agent, agent)
 }
 
 func (b *fleetBackend) instance(id string) (*fleet.Instance, error) {
@@ -458,6 +470,11 @@ func (b *fleetBackend) TrustSet(ctx context.Context, machine string, p controlap
 		}
 	}
 	return controlapi.TrustDecision{Machine: d.Machine, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt}, nil
+}
+
+// Retry dials an agent now.
+func (b *fleetBackend) Retry(_ context.Context, agent string) error {
+	return apiError(b.f.Retry(agent))
 }
 
 // Watch subscribes to the fleet; the changes a slow reader lost are

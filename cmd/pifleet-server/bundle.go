@@ -2,12 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/rs/zerolog"
 
+	"example.com/pifleet/bundle"
 	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet"
 )
 
 // BundleCmd groups the bundle commands. They work on a registry directory
@@ -23,18 +32,29 @@ type BundleCmd struct {
 
 // BundlePublishCmd is `bundle publish`.
 type BundlePublishCmd struct {
-	Name  string `help:"Bundle name (letters, digits, '.', '_', '-')." required:"" env:"PIFLEET_BUNDLE_NAME"`
-	Quiet bool   `help:"Print only the bundleHash." short:"q" env:"PIFLEET_QUIET"`
-	Src   string `arg:"" help:"Source directory; its bundle.json holds the metadata." type:"existingdir"`
+	Name       string `help:"Bundle name (letters, digits, '.', '_', '-')." required:"" env:"PIFLEET_BUNDLE_NAME"`
+	Quiet      bool   `help:"Print only the bundleHash." short:"q" env:"PIFLEET_QUIET"`
+	JSON       bool   `help:"Print the published manifest as JSON." env:"PIFLEET_JSON"`
+	AllowEmpty bool   `help:"Publish a directory without bundle.json (a bundle with no metadata: no model, skills or extensions)." env:"PIFLEET_ALLOW_EMPTY"`
+	Src        string `arg:"" help:"Source directory; its bundle.json holds the metadata." type:"existingdir"`
 }
 
 // Run publishes the bundle.
 func (c *BundlePublishCmd) Run(parent *BundleCmd, log zerolog.Logger, out *Output) error {
+	if _, err := os.Stat(filepath.Join(c.Src, bundle.MetadataFile)); errors.Is(err, fs.ErrNotExist) && !c.AllowEmpty {
+		// Most likely the wrong directory: publishing it would make a
+		// bundle that configures nothing.
+		return fmt.Errorf("%s has no %s (the bundle's metadata): is it the right directory? Pass --allow-empty to publish it without one", c.Src, bundle.MetadataFile)
+	}
 	m, err := registry.Publish(parent.Registry, c.Name, c.Src, registry.PublishOptions{})
 	if err != nil {
 		return err
 	}
-	log.Debug().Str("bundle", m.Name).Str("bundleHash", m.BundleHash).Int("files", len(m.Files)).Str("registry", parent.Registry).Msg("bundle published")
+	log.Info().Str("bundle", m.Name).Str("bundleHash", m.BundleHash).Int("files", len(m.Files)).Str("registry", parent.Registry).Msg("bundle published")
+	if c.JSON {
+		_, err := out.Out.Write(m.Encode())
+		return err
+	}
 	if c.Quiet {
 		_, err = fmt.Fprintln(out.Out, m.BundleHash)
 		return err
@@ -107,23 +127,7 @@ func (c *BundleShowCmd) Run(parent *BundleCmd, out *Output) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", m.Name)
-	fmt.Fprintf(tw, "bundleHash\t%s\n", m.BundleHash)
-	row := func(key string, list []string) {
-		if list != nil {
-			fmt.Fprintf(tw, "%s\t%v\n", key, list)
-		}
-	}
-	row("platforms", m.Platforms)
-	row("extensions", m.Extensions)
-	row("skills", m.Skills)
-	row("prompts", m.Prompts)
-	if m.Tools != nil {
-		row("tools", m.Tools.Active)
-	}
-	if m.Model != nil {
-		fmt.Fprintf(tw, "model\t%s/%s\n", m.Model.Primary.Provider, m.Model.Primary.ID)
-	}
+	writeManifest(tw, m)
 	fmt.Fprintf(tw, "files\t%d (%d bytes)\n", len(m.Files), m.TotalBytes())
 	if err := tw.Flush(); err != nil {
 		return err
@@ -133,4 +137,73 @@ func (c *BundleShowCmd) Run(parent *BundleCmd, out *Output) error {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\n", f.Path, f.Bytes, f.SHA256)
 	}
 	return tw.Flush()
+}
+
+// writeManifest prints every field of a manifest but the file list, one
+// per line; absent fields say so, so that nothing looks configured that
+// is not.
+func writeManifest(w io.Writer, m *bundle.Manifest) {
+	list := func(key string, l []string, absent string) {
+		if len(l) == 0 {
+			fmt.Fprintf(w, "%s\t%s\n", key, absent)
+			return
+		}
+		fmt.Fprintf(w, "%s\t%s\n", key, strings.Join(l, ", "))
+	}
+	num := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.FormatFloat(*p, 'f', -1, 64)
+	}
+	model := func(r bundle.ModelRef) string {
+		s := r.Provider + "/" + r.ID
+		if r.Thinking != "" {
+			s += ":" + r.Thinking
+		}
+		return s
+	}
+	fmt.Fprintf(w, "name\t%s\n", m.Name)
+	fmt.Fprintf(w, "bundleHash\t%s\n", m.BundleHash)
+	list("platforms", m.Platforms, "all")
+	list("extensions", m.Extensions, "none")
+	list("skills", m.Skills, "none")
+	list("prompts", m.Prompts, "none")
+	if m.Tools != nil {
+		list("tools.active", m.Tools.Active, "none")
+	} else {
+		fmt.Fprintf(w, "tools.active\tpi's defaults\n")
+	}
+	if m.Model != nil {
+		fmt.Fprintf(w, "model.primary\t%s\n", model(m.Model.Primary))
+		var fb []string
+		for _, f := range m.Model.Fallbacks {
+			fb = append(fb, model(f))
+		}
+		list("model.fallbacks", fb, "none")
+		fmt.Fprintf(w, "model.pin\t%v\n", m.Model.Pin != nil && *m.Model.Pin)
+	} else {
+		fmt.Fprintf(w, "model\tthe machine's pi default\n")
+	}
+	if m.Review != nil && m.Review.MaxRejects != nil {
+		fmt.Fprintf(w, "review.maxRejects\t%s\n", num(m.Review.MaxRejects))
+	} else {
+		fmt.Fprintf(w, "review.maxRejects\t%d (default)\n", fleet.DefaultMaxRejects)
+	}
+	if b := m.Budget; b != nil {
+		fmt.Fprintf(w, "budget\tmaxCost %s, maxTurns %s, maxMinutes %s\n", num(b.MaxCost), num(b.MaxTurns), num(b.MaxMinutes))
+	} else {
+		fmt.Fprintf(w, "budget\tnone\n")
+	}
+	var answers []string
+	if m.UI != nil {
+		for _, a := range m.UI.AutoAnswer {
+			if a.Bool != nil {
+				answers = append(answers, fmt.Sprintf("%s=%v", a.Key, *a.Bool))
+			} else {
+				answers = append(answers, fmt.Sprintf("%s=%q", a.Key, a.Text))
+			}
+		}
+	}
+	list("ui.autoAnswer", answers, "none")
 }

@@ -259,7 +259,14 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"prompt", "--wait", "i-1", "hello"}, `Prompt i-1 "hello" wait=true task=false`, []string{"all done"}, "reply"},
 		{[]string{"prompt", "--task", "i-1", "hello"}, `Prompt i-1 "hello" wait=false task=true`, []string{"task t-3"}, "taskId"},
 		{[]string{"steer", "i-1", "also tests"}, `Steer i-1 "also tests"`, []string{"steered i-1"}, ""},
-		{[]string{"abort", "i-1"}, "Abort i-1", []string{"aborted i-1"}, ""},
+		{[]string{"abort", "i-1"}, "Abort i-1", []string{"aborted i-1"}, "aborted"},
+		{[]string{"retry", "gpu-1"}, "Retry gpu-1", []string{"dialling gpu-1 now"}, "retrying"},
+		{[]string{"steer", "i-1", "more"}, `Steer i-1 "more"`, nil, "steered"},
+		{[]string{"stop", "i-1"}, "Stop i-1", nil, "state"},
+		{[]string{"accept", "t-2"}, "Accept t-2 keep_idle", nil, "disposition"},
+		{[]string{"trust", "set", "gpu-3", "steer"}, "TrustSet gpu-3 steer", nil, "policy"},
+		{[]string{"model", "i-1", "p/m"}, "SetModel i-1 p m", nil, "model"},
+		{[]string{"ui", "answer", "ui-1", "yes"}, `UIAnswer ui-1 "yes"`, nil, "requestId"},
 		{[]string{"stop", "i-1"}, "Stop i-1", []string{"stopped i-1"}, ""},
 		{[]string{"output", "i-1"}, "Output i-1", []string{"tool_execution_start bash\nagent_end\n", "last assistant message:\nthe answer"}, "tail"},
 		{[]string{"tasks"}, "Tasks", []string{"TASK", "t-1"}, ""},
@@ -605,4 +612,8 @@ func (b *scriptedBackend) ListDir(_ context.Context, id, path string) (controlap
 
 func (b *scriptedBackend) Grep(_ context.Context, id string, q controlapi.GrepQuery) (controlapi.FileResult, error) {
 	return b.file, b.record("Grep %s %q glob=%q", id, q.Pattern, q.Glob)
+}
+
+func (b *scriptedBackend) Retry(_ context.Context, agent string) error {
+	return b.record("Retry %s", agent)
 }

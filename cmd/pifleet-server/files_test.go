@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"example.com/pifleet/fleet/controlapi"
 )
@@ -61,5 +64,29 @@ func TestReviewCommands(t *testing.T) {
 	status, _, errOut = runCLI(t, "cat", "i-1", "nope.go", api)
 	if status != 1 || !strings.Contains(errOut, "no such file: nope.go") {
 		t.Errorf("cat of a missing file: status %d, %q", status, errOut)
+	}
+}
+
+// The client commands find the server of PIFLEET_STATE_DIR: its socket,
+// as serve with that state directory makes it.
+func TestClientCommandsFollowPifleetStateDir(t *testing.T) {
+	dir := socketDir(t)
+	b := &scriptedBackend{status: sampleStatus()}
+	addr := controlapi.DefaultAddr(dir)
+	l, err := controlapi.Listen(addr, controlapi.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- controlapi.Serve(ctx, l, controlapi.NewServer(b), time.Second) }()
+	defer func() { cancel(); <-done }()
+	t.Setenv("PIFLEET_STATE_DIR", dir)
+	if v, ok := os.LookupEnv("PIFLEET_API"); ok {
+		os.Unsetenv("PIFLEET_API")
+		t.Cleanup(func() { os.Setenv("PIFLEET_API", v) })
+	}
+	if status, _, errOut := runCLI(t, "status"); status != 0 || b.lastCall() != "Status" {
+		t.Errorf("status with PIFLEET_STATE_DIR=%s: %d %s", dir, status, errOut)
 	}
 }

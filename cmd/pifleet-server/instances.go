@@ -191,6 +191,7 @@ func textArg(s string) (string, error) {
 // SteerCmd is `steer`.
 type SteerCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Instance string `arg:"" help:"Instance id."`
 	Text     string `arg:"" help:"Message delivered after the worker's current turn; - reads standard input."`
 }
@@ -201,7 +202,7 @@ func (c *SteerCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return simple(&c.APIFlags, out, "steered "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, "steered "+c.Instance, map[string]any{"instanceId": c.Instance, "steered": true}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Steer(ctx, c.Instance, text)
 	})
 }
@@ -209,12 +210,13 @@ func (c *SteerCmd) Run(out *Output) error {
 // AbortCmd is `abort`.
 type AbortCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Instance string `arg:"" help:"Instance id."`
 }
 
 // Run aborts.
 func (c *AbortCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, "aborted "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, "aborted "+c.Instance, map[string]any{"instanceId": c.Instance, "aborted": true}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Abort(ctx, c.Instance)
 	})
 }
@@ -222,21 +224,26 @@ func (c *AbortCmd) Run(out *Output) error {
 // StopCmd is `stop`.
 type StopCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Instance string `arg:"" help:"Instance id."`
 }
 
 // Run stops.
 func (c *StopCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, "stopped "+c.Instance, func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, "stopped "+c.Instance, map[string]any{"instanceId": c.Instance, "state": "stopped"}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Stop(ctx, c.Instance)
 	})
 }
 
-// simple runs a call that answers nothing and confirms it in one line.
-func simple(f *APIFlags, out *Output, done string, call func(context.Context, *controlapi.Client) error) error {
+// simple runs a call that answers nothing and confirms it: in one line,
+// or with --json as result.
+func simple(f *APIFlags, asJSON bool, out *Output, done string, result any, call func(context.Context, *controlapi.Client) error) error {
 	return f.withClient(func(ctx context.Context, cl *controlapi.Client) error {
 		if err := call(ctx, cl); err != nil {
 			return err
+		}
+		if asJSON {
+			return printJSON(out.Out, result)
 		}
 		_, err := fmt.Fprintln(out.Out, done)
 		return err
@@ -359,6 +366,7 @@ type ModelCmd struct {
 // ModelSetCmd is `model set`.
 type ModelSetCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Instance string `arg:"" help:"Instance id."`
 	Model    string `arg:"" help:"provider/id."`
 }
@@ -399,7 +407,7 @@ func (c *ModelSetCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return simple(&c.APIFlags, out, c.Instance+" model: "+m.String(), func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, c.Instance+" model: "+m.String(), map[string]any{"instanceId": c.Instance, "model": m}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.SetModel(ctx, c.Instance, m)
 	})
 }

@@ -14,7 +14,7 @@
 //	pifleet-server diff INSTANCE [--ref REF] [--staged] [--stat] | cat INSTANCE PATH | ls INSTANCE [PATH] | grep INSTANCE PATTERN [--glob G]
 //	pifleet-server accept TASK [--disposition stop|keep_idle]
 //	pifleet-server reject TASK FEEDBACK
-//	pifleet-server trust list | trust set MACHINE allow|steer|deny
+//	pifleet-server trust list | trust set MACHINE allow|steer|deny | retry AGENT
 //	pifleet-server rebundle INSTANCE BUNDLE | tools INSTANCE a,b | model INSTANCE provider/id
 //	pifleet-server ui [--no-open] | ui answer REQUEST VALUE
 //	pifleet-server sessions [--machine M] [--kind baseline|task|scratch] | sessions search QUERY [--machine M] [--cwd DIR]
@@ -57,6 +57,7 @@ type CLI struct {
 	Accept   AcceptCmd   `cmd:"" group:"Client" help:"Accept a task that awaits review."`
 	Reject   RejectCmd   `cmd:"" group:"Client" help:"Send a task back with feedback."`
 	Trust    TrustCmd    `cmd:"" group:"Client" help:"List or set machines' trust policies."`
+	Retry    RetryCmd    `cmd:"" group:"Client" help:"Dial an agent now (after a trust change, or once it is back up), without waiting for its backoff."`
 	Watch    WatchCmd    `cmd:"" group:"Client" help:"Print state changes as they happen."`
 	Rebundle RebundleCmd `cmd:"" group:"Client" help:"Switch a running instance to another bundle."`
 	Tools    ToolsCmd    `cmd:"" group:"Client" help:"Set an instance's active tools."`
@@ -66,7 +67,9 @@ type CLI struct {
 	Sessions SessionsCmd `cmd:"" group:"Client" help:"List the agents' sessions (baselines flagged stale), or search their contents."`
 	Baseline BaselineCmd `cmd:"" group:"Client" help:"Create baseline sessions."`
 	Resume   ResumeCmd   `cmd:"" group:"Client" help:"Start a worker on a session of the registry; prints its instance id."`
-	Exec     ExecCmd     `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
+
+	Version cli.VersionCmd `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
+	Exec    ExecCmd        `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
 }
 
 // Globals and Output are the shared CLI plumbing (internal/cli).
@@ -84,7 +87,17 @@ func run(args []string, out *Output) int {
 	var c CLI
 	return cli.Run("pifleet-server", "Orchestrate fleets of pi coding-agent workers.", &c, &c.Globals, args, out,
 		kong.Vars{"default_registry": defaultRegistry()},
-		kong.Vars(apiVars(defaultStateDir())))
+		kong.Vars(apiVars(stateDirFromEnv())))
+}
+
+// stateDirFromEnv is the server's state directory as the environment
+// names it (PIFLEET_STATE_DIR, serve's --state-dir), or the default: the
+// client commands find the control socket and token there.
+func stateDirFromEnv() string {
+	if dir := os.Getenv("PIFLEET_STATE_DIR"); dir != "" {
+		return dir
+	}
+	return defaultStateDir()
 }
 
 // defaultRegistry is the registry root of the TypeScript server, so both

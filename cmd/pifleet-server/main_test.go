@@ -71,7 +71,9 @@ func TestBundlePublishListShow(t *testing.T) {
 	}
 
 	status, out, _ = runCLI(t, "bundle", "show", "--registry", reg, "default")
-	for _, want := range []string{"bundleHash  " + m.BundleHash, "skills", "[read grep]", "skills/greet/SKILL.md"} {
+	for _, want := range []string{"bundleHash         " + m.BundleHash, "skills             skills\n", "tools.active       read, grep\n",
+		"model              the machine's pi default\n", "review.maxRejects  3 (default)\n", "budget             none\n",
+		"platforms          all\n", "ui.autoAnswer      none\n", "skills/greet/SKILL.md"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
@@ -90,7 +92,7 @@ func TestBundleRegistryFromEnvironment(t *testing.T) {
 	reg := t.TempDir()
 	t.Setenv("PIFLEET_REGISTRY", reg)
 	t.Setenv("PIFLEET_BUNDLE_NAME", "envname")
-	if status, _, errOut := runCLI(t, "bundle", "publish", "-q", source(t, map[string]string{"a": "1"})); status != 0 {
+	if status, _, errOut := runCLI(t, "bundle", "publish", "-q", "--allow-empty", source(t, map[string]string{"a": "1"})); status != 0 {
 		t.Fatalf("publish: %d %s", status, errOut)
 	}
 	if _, err := registry.Show(reg, "envname"); err != nil {
@@ -106,13 +108,17 @@ func TestBundleErrors(t *testing.T) {
 	}{
 		{[]string{"bundle", "show", "--registry", reg, "nope"}, "not_found"},
 		{[]string{"bundle", "publish", "--registry", reg, source(t, map[string]string{"a": "1"})}, "--name"},
-		{[]string{"bundle", "publish", "--registry", reg, "--name", "../x", source(t, map[string]string{"a": "1"})}, "invalid bundle name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--allow-empty", "--name", "../x", source(t, map[string]string{"a": "1"})}, "invalid bundle name"},
 		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", source(t, map[string]string{"a": "1", "bundle.json": `{"skils":[]}`})}, "skils: unknown key"},
-		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", source(t, map[string]string{"CON.txt": "1"})}, "reserved_name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--allow-empty", "--name", "b", source(t, map[string]string{"CON.txt": "1"})}, "reserved_name"},
+		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", source(t, map[string]string{"a": "1"})}, "has no bundle.json"},
 		{[]string{"bundle", "publish", "--registry", reg, "--name", "b", filepath.Join(reg, "missing")}, "missing"},
 		{[]string{"bundle", "teleport"}, "unexpected argument"},
 	} {
 		status, _, errOut := runCLI(t, tc.args...)
+		if strings.Contains(errOut, "has no bundle.json") && tc.want != "has no bundle.json" {
+			t.Errorf("%v refused for its missing bundle.json", tc.args)
+		}
 		if status == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: status %d, stderr %q; want a failure mentioning %q", tc.args, status, errOut, tc.want)
 		}

@@ -19,6 +19,7 @@ import (
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/fleet/controlapi/webui"
+	"example.com/pifleet/internal/cli"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -31,11 +32,12 @@ const DefaultRegistryPort = 9787
 type ServeCmd struct {
 	StateDir       string   `help:"State directory: the fleet's database, the control socket and token." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
 	Registry       string   `help:"Registry root directory to serve." default:"${default_registry}" type:"path" env:"PIFLEET_REGISTRY"`
-	Listen         string   `help:"Bundle registry HTTP address. Default: the tailscale IPv4 on port 9787 (127.0.0.1:9787 with --whois-static); never all interfaces unless given (0.0.0.0:9787)." env:"PIFLEET_LISTEN" placeholder:"ADDR"`
+	Listen         string   `help:"Bundle registry HTTP address. Default: the tailscale IPv4 on port 9787 (127.0.0.1:9787 with --whois-static); never all interfaces unless given (0.0.0.0:9787)." env:"PIFLEET_REGISTRY_LISTEN" placeholder:"ADDR"`
 	RegistryURL    string   `help:"URL agents fetch bundles from. Default: http:// and the registry's address." env:"PIFLEET_REGISTRY_URL" placeholder:"URL"`
 	Agent          []string `help:"An agent to dial: NAME=HOST:PORT[,HOST:PORT…]. Repeat the flag (or separate with ';' in the variable)." env:"PIFLEET_AGENTS" sep:";" placeholder:"NAME=HOST:PORT"`
 	Tailnet        bool     `help:"Also dial every online tailnet peer, named by its machine name." env:"PIFLEET_TAILNET"`
 	TailnetPort    int      `help:"Port tailnet peers are dialled at." default:"9788" env:"PIFLEET_TAILNET_PORT"`
+	Trust          []string `help:"Pre-approve a machine before any agent connects: NAME=POLICY (allow, steer or deny), stored like trust set. Repeat the flag (or separate with ';' in the variable). A headless server refuses machines it has no decision for." env:"PIFLEET_TRUST" sep:";" placeholder:"NAME=POLICY"`
 	Inbound        string   `help:"Accept agents that dial in at this address (they pass first-contact trust)." env:"PIFLEET_INBOUND" placeholder:"ADDR"`
 	WhoisStatic    []string `help:"Static identity map IP=MACHINE[/USER],… instead of tailscale whois: for loopback development and tests only." env:"PIFLEET_WHOIS_STATIC" sep:"," placeholder:"IP=MACHINE"`
 	Tailscale      string   `help:"The tailscale CLI (default: looked up)." env:"PIFLEET_TAILSCALE" placeholder:"PATH"`
@@ -73,6 +75,10 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 			return err
 		}
 		apiAddr = a
+	}
+	pretrust, err := parseTrust(c.Trust)
+	if err != nil {
+		return err
 	}
 	var opts []fleet.Option
 	for _, s := range c.Agent {
@@ -160,6 +166,13 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 		return err
 	}
 	defer f.Close()
+	for _, d := range pretrust {
+		if _, err := f.Trust().Set(d.Machine, d.Policy); err != nil {
+			regLn.Close()
+			return fmt.Errorf("--trust %s=%s: %w", d.Machine, d.Policy, err)
+		}
+		log.Info().Str("machine", d.Machine).Str("policy", string(d.Policy)).Msg("trust decision from --trust")
+	}
 	if err := f.Start(ctx); err != nil {
 		regLn.Close()
 		return err
@@ -270,4 +283,21 @@ func (c *ServeCmd) registryAddr(ctx context.Context, ts *identity.Tailscale) (st
 		return "", fmt.Errorf("registry address: no tailscale IPv4 (%w); give --listen", err)
 	}
 	return net.JoinHostPort(ip.String(), port), nil
+}
+
+// parseTrust reads the --trust entries NAME=POLICY.
+func parseTrust(entries []string) ([]trust.Decision, error) {
+	var out []trust.Decision
+	for _, e := range entries {
+		name, pol, ok := strings.Cut(strings.TrimSpace(e), "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, cli.Usagef("--trust %q is not NAME=POLICY", e)
+		}
+		p, err := trust.ParsePolicy(pol)
+		if err != nil {
+			return nil, cli.Usagef("--trust %q: %v", e, err)
+		}
+		out = append(out, trust.Decision{Machine: strings.TrimSpace(name), Policy: p})
+	}
+	return out, nil
 }

@@ -138,6 +138,15 @@ func TestServe(t *testing.T) {
 	if status == 0 || !strings.Contains(errOut, "2 of 5 checks failed") {
 		t.Errorf("doctor: status %d, %s", status, errOut)
 	}
+	// status and a spawn say how to let it in.
+	hint := "run `pifleet-server trust set box steer` (or allow), then `pifleet-server retry box`"
+	if _, out, _ := runCLI(t, "status", api); !strings.Contains(out, hint) {
+		t.Errorf("status of a refused agent lacks the way in:\n%s", out)
+	}
+	if status, _, errOut := runCLI(t, "spawn", api, "--agent=box", "--cwd=/", "--bundle=default"); status != 1 ||
+		!strings.Contains(errOut, "agent_refused") || !strings.Contains(errOut, hint) {
+		t.Errorf("spawn on a refused agent: %d %s", status, errOut)
+	}
 
 	if status, out, errOut := runCLI(t, "trust", "set", "box", "steer", api); status != 0 || out != "box: steer\n" {
 		t.Fatalf("trust set: %d %q %s", status, out, errOut)
@@ -232,4 +241,29 @@ func startServe(t *testing.T, cmd *ServeCmd) (served, *controlapi.Client) {
 		}
 	})
 	return s, c
+}
+
+// serve --trust admits a machine before it ever connects: a headless
+// server needs no terminal for first contact.
+func TestServeTrustFlag(t *testing.T) {
+	dir := socketDir(t)
+	cmd := &ServeCmd{
+		StateDir:    filepath.Join(dir, "state"),
+		Registry:    filepath.Join(dir, "registry"),
+		Listen:      "127.0.0.1:0",
+		Agent:       []string{"box=" + startAgent(t)},
+		WhoisStatic: []string{"127.0.0.1=box"},
+		Trust:       []string{"box=steer", "other=deny"},
+	}
+	s, c := startServe(t, cmd)
+	awaitAgentState(t, c, "box", "established")
+	_, out, _ := runCLI(t, "trust", "list", "--api="+s.API.String())
+	if !strings.Contains(out, "box") || !strings.Contains(out, "other") || !strings.Contains(out, "deny") {
+		t.Errorf("trust list after --trust:\n%s", out)
+	}
+	for _, bad := range []string{"box", "=steer", "box=maybe"} {
+		if _, err := parseTrust([]string{bad}); err == nil {
+			t.Errorf("--trust %q accepted", bad)
+		}
+	}
 }

@@ -42,6 +42,9 @@ func writeStatus(w io.Writer, st controlapi.Status) error {
 			if a.LastError != "" && a.State != "connected" {
 				detail = a.LastError
 			}
+			if a.State == "rejected" {
+				detail += "; " + trustHint(a.Name)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.State, dash(a.Machine), dash(a.Policy), dash(a.Platform), dash(a.Version), dash(detail))
 		}
 	}

@@ -35,13 +35,14 @@ func (c *TasksCmd) Run(out *Output) error {
 // AcceptCmd is `accept`.
 type AcceptCmd struct {
 	APIFlags    `embed:""`
+	JSONFlag    `embed:""`
 	Disposition string `help:"What happens to the worker: stop, or keep_idle for the next task." default:"keep_idle" enum:"stop,keep_idle" env:"PIFLEET_DISPOSITION"`
 	Task        string `arg:"" help:"Task id."`
 }
 
 // Run accepts the task.
 func (c *AcceptCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, fmt.Sprintf("accepted %s (%s)", c.Task, c.Disposition), func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, fmt.Sprintf("accepted %s (%s)", c.Task, c.Disposition), map[string]any{"taskId": c.Task, "accepted": true, "disposition": c.Disposition}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.Accept(ctx, c.Task, controlapi.Disposition(c.Disposition))
 	})
 }

@@ -50,14 +50,30 @@ func (c *TrustListCmd) Run(out *Output) error {
 // TrustSetCmd is `trust set`.
 type TrustSetCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Machine  string `arg:"" help:"Machine name (as whois reports it)."`
 	Policy   string `arg:"" help:"allow, steer or deny." enum:"allow,steer,deny"`
 }
 
 // Run records the decision.
 func (c *TrustSetCmd) Run(out *Output) error {
-	return simple(&c.APIFlags, out, fmt.Sprintf("%s: %s", c.Machine, c.Policy), func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, fmt.Sprintf("%s: %s", c.Machine, c.Policy), map[string]any{"machine": c.Machine, "policy": c.Policy}, func(ctx context.Context, cl *controlapi.Client) error {
 		_, err := cl.TrustSet(ctx, c.Machine, controlapi.Policy(c.Policy))
 		return err
 	})
+}
+
+// RetryCmd is `retry`.
+type RetryCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+	Agent    string `arg:"" help:"Agent name (as in status)."`
+}
+
+// Run asks the server to dial the agent now.
+func (c *RetryCmd) Run(out *Output) error {
+	return simple(&c.APIFlags, c.JSON, out, "dialling "+c.Agent+" now (status shows the outcome)",
+		map[string]any{"agent": c.Agent, "retrying": true}, func(ctx context.Context, cl *controlapi.Client) error {
+			return cl.Retry(ctx, c.Agent)
+		})
 }

@@ -84,6 +84,7 @@ func openBrowser(ctx context.Context, url string) error {
 // UIAnswerCmd is `ui answer`.
 type UIAnswerCmd struct {
 	APIFlags `embed:""`
+	JSONFlag `embed:""`
 	Request  string `arg:"" help:"Dialog request id."`
 	Value    string `arg:"" help:"true or false (confirm), null (cancel), or text (select, input); a JSON string literal (\"true\") sends text that looks like those."`
 }
@@ -91,7 +92,7 @@ type UIAnswerCmd struct {
 // Run answers.
 func (c *UIAnswerCmd) Run(out *Output) error {
 	v := uiValue(c.Value)
-	return simple(&c.APIFlags, out, fmt.Sprintf("answered %s: %s", c.Request, v), func(ctx context.Context, cl *controlapi.Client) error {
+	return simple(&c.APIFlags, c.JSON, out, fmt.Sprintf("answered %s: %s", c.Request, v), map[string]any{"requestId": c.Request, "value": v}, func(ctx context.Context, cl *controlapi.Client) error {
 		return cl.UIAnswer(ctx, c.Request, v)
 	})
 }

@@ -41,6 +41,9 @@ type Backend interface {
 	// Reject sends a task back with feedback; Escalated reports that the
 	// rejection exceeded review.maxRejects and a human must decide.
 	Reject(ctx context.Context, taskID, feedback string) (RejectResult, error)
+	// Retry dials an agent now: one that trust refused (after its policy
+	// changed), or one that is lost, without waiting for its backoff.
+	Retry(ctx context.Context, agent string) error
 	// TrustList lists the stored trust decisions.
 	TrustList(ctx context.Context) ([]TrustDecision, error)
 	// TrustSet records a trust decision for a machine.

@@ -207,3 +207,7 @@ func (b *recordingBackend) ListDir(_ context.Context, id, path string) (FileResu
 func (b *recordingBackend) Grep(_ context.Context, id string, q GrepQuery) (FileResult, error) {
 	return b.file, b.record("Grep %s %s", id, js(q))
 }
+
+func (b *recordingBackend) Retry(_ context.Context, agent string) error {
+	return b.record("Retry %s", agent)
+}

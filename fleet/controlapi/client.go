@@ -217,6 +217,11 @@ func (c *Client) Abort(ctx context.Context, instanceID string) error {
 	return c.call(ctx, http.MethodPost, "/instances/"+seg(instanceID)+"/abort", nil, nil)
 }
 
+// Retry dials an agent now.
+func (c *Client) Retry(ctx context.Context, agent string) error {
+	return c.call(ctx, http.MethodPost, "/agents/"+seg(agent)+"/retry", nil, nil)
+}
+
 // Stop ends the instance's worker.
 func (c *Client) Stop(ctx context.Context, instanceID string) error {
 	return c.call(ctx, http.MethodPost, "/instances/"+seg(instanceID)+"/stop", nil, nil)

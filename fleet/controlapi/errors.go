@@ -32,6 +32,8 @@ const (
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeExecRefused      Code = "exec_refused"       // 422: the agent would not run the command (Detail: exec_disabled, exec_failed, …)
 	CodeFileError        Code = "file_error"         // 422: the agent's file service refused (Detail: its code)
+	CodeWorkerRefused    Code = "worker_refused"     // 422: pi answered the command with an error (an unknown model, …)
+	CodeAgentRefused     Code = "agent_refused"      // 403: trust refused the agent's machine (trust set NAME POLICY, then retry NAME)
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
 	CodeNotConnected     Code = "not_connected"      // 503: the agent is not connected now
 	CodeUnavailable      Code = "unavailable"        // 503: the server is shutting down
@@ -52,7 +54,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotFound
 	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone, CodeModelPinned:
 		return http.StatusConflict
-	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused, CodeFileError:
+	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused, CodeFileError, CodeWorkerRefused:
 		return http.StatusUnprocessableEntity
 	case CodeNotSupported:
 		return http.StatusNotImplemented
@@ -110,6 +112,8 @@ var (
 	ErrExecRefused      = &Error{Code: CodeExecRefused}
 	ErrUnknownExecution = &Error{Code: CodeUnknownExecution}
 	ErrFileError        = &Error{Code: CodeFileError}
+	ErrWorkerRefused    = &Error{Code: CodeWorkerRefused}
+	ErrAgentRefused     = &Error{Code: CodeAgentRefused}
 	ErrNotSupported     = &Error{Code: CodeNotSupported}
 	ErrNotConnected     = &Error{Code: CodeNotConnected}
 	ErrUnavailable      = &Error{Code: CodeUnavailable}

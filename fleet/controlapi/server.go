@@ -89,6 +89,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("GET "+p+"/tasks", s.tasks)
 	s.mux.HandleFunc("POST "+p+"/tasks/{id}/accept", s.accept)
 	s.mux.HandleFunc("POST "+p+"/tasks/{id}/reject", s.reject)
+	s.mux.HandleFunc("POST "+p+"/agents/{name}/retry", s.retry)
 	s.mux.HandleFunc("GET "+p+"/trust", s.trustList)
 	s.mux.HandleFunc("PUT "+p+"/trust/{machine}", s.trustSet)
 	s.mux.HandleFunc("POST "+p+"/ui/{request}", s.uiAnswer)
@@ -335,6 +336,10 @@ func (s *Server) steer(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, r, nil, s.b.Abort(r.Context(), r.PathValue("id")))
+}
+
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
+	s.reply(w, r, nil, s.b.Retry(r.Context(), r.PathValue("name")))
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {

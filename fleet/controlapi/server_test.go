@@ -110,6 +110,7 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("Prompt = %+v, %v", pr, err)
 			}
 			must(t, c.Steer(ctx, "i-1", "left"))
+			must(t, c.Retry(ctx, "gpu 1"))
 			must(t, c.Abort(ctx, "i-1"))
 			must(t, c.Stop(ctx, "i-1"))
 			out, err := c.Output(ctx, "i-1")
@@ -158,6 +159,7 @@ func TestRoundTrips(t *testing.T) {
 				`Spawn {"agent":"gpu-1","cwd":"/src","bundle":"default"}`,
 				`Prompt i-1 {"text":"go","wait":true,"task":true}`,
 				`Steer i-1 "left"`,
+				"Retry gpu 1", // a path segment is escaped and restored
 				"Abort i-1",
 				"Stop i-1",
 				"Output i-1",

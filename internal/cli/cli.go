@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -19,8 +20,26 @@ import (
 
 // Globals are the flags every command of both binaries takes.
 type Globals struct {
-	LogLevel  string `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"PIFLEET_LOG_LEVEL"`
-	LogFormat string `help:"Log format: console, json, or auto (console on a terminal)." default:"auto" enum:"auto,console,json" env:"PIFLEET_LOG_FORMAT"`
+	LogLevel  string           `help:"Log level: debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"PIFLEET_LOG_LEVEL"`
+	LogFormat string           `help:"Log format: console, json, or auto (console on a terminal)." default:"auto" enum:"auto,console,json" env:"PIFLEET_LOG_FORMAT"`
+	Version   kong.VersionFlag `help:"Print the version and exit."`
+}
+
+// UsageStatus is the exit status of a command line that does not parse
+// (an unknown command or flag, a missing argument, a bad value), and of a
+// command that found its arguments wrong (UsageError).
+const UsageStatus = 2
+
+// UsageError is a command's complaint about its arguments: Run prints it
+// like a parse error (one line, then where to find help) and exits with
+// UsageStatus.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef returns a *UsageError.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
 // Output is where commands write their results (Out, standard output) and
@@ -52,7 +71,7 @@ func Run(name, description string, grammar any, globals *Globals, args []string,
 	options = append([]kong.Option{
 		kong.Name(name),
 		kong.Description(description),
-		kong.UsageOnError(),
+		kong.Vars{"version": name + " " + VersionString()},
 		kong.Writers(out.Out, out.Err),
 		kong.Exit(func(code int) { panic(exitRequest(code)) }),
 	}, options...)
@@ -71,17 +90,55 @@ func Run(name, description string, grammar any, globals *Globals, args []string,
 		}
 	}()
 	ctx, err := parser.Parse(args)
-	parser.FatalIfErrorf(err)
+	if err != nil {
+		return usage(out, name, commandOf(err), err.Error())
+	}
 	log := NewLogger(*globals, out.Err)
 	if err := ctx.Run(globals, log, out); err != nil {
 		var code ExitCode
 		if errors.As(err, &code) {
 			return int(code)
 		}
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			return usage(out, name, ctx.Command(), ue.Msg)
+		}
 		fmt.Fprintf(out.Err, "%s: error: %v\n", name, err)
 		return 1
 	}
 	return 0
+}
+
+// usage prints a usage error as one line and the way to the help of the
+// command it is about, and returns UsageStatus.
+func usage(out *Output, name, command, msg string) int {
+	help := name + " --help"
+	if command = strings.TrimSpace(stripArgs(command)); command != "" {
+		help = name + " " + command + " --help"
+	}
+	fmt.Fprintf(out.Err, "%s: error: %s\nRun '%s' for usage.\n", name, msg, help)
+	return UsageStatus
+}
+
+// commandOf is the command a parse error is about, as far as kong got.
+func commandOf(err error) string {
+	var pe *kong.ParseError
+	if errors.As(err, &pe) && pe.Context != nil {
+		return pe.Context.Command()
+	}
+	return ""
+}
+
+// stripArgs turns kong's "trust set <machine> <policy>" into "trust set".
+func stripArgs(command string) string {
+	var words []string
+	for _, w := range strings.Fields(command) {
+		if strings.HasPrefix(w, "<") {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
 }
 
 // NewLogger writes human-readable lines to a terminal and JSON otherwise

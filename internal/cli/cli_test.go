@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -21,6 +23,8 @@ func (c *greetCmd) Run(g *cli.Globals, log zerolog.Logger, out *cli.Output) erro
 		return errors.New("it broke")
 	case "quiet-fail":
 		return cli.ExitCode(3)
+	case "usage":
+		return cli.Usagef("usage is not a name")
 	}
 	_, err := out.Out.Write([]byte("hello " + c.Name + " at " + g.LogLevel + "\n"))
 	return err
@@ -28,7 +32,8 @@ func (c *greetCmd) Run(g *cli.Globals, log zerolog.Logger, out *cli.Output) erro
 
 type grammar struct {
 	cli.Globals
-	Greet greetCmd `cmd:""`
+	Greet   greetCmd       `cmd:""`
+	Version cli.VersionCmd `cmd:""`
 }
 
 func run(args ...string) (int, string, string) {
@@ -67,5 +72,37 @@ func TestNewLoggerWritesJSONWhenNotATerminal(t *testing.T) {
 	log.Warn().Msg("shown")
 	if s := buf.String(); strings.Contains(s, "hidden") || !strings.HasPrefix(s, `{"level":"warn"`) {
 		t.Errorf("log output %q", s)
+	}
+}
+
+// A command line that does not parse gets one line on stderr saying what
+// is wrong and where the help is, nothing on stdout, and status 2.
+func TestUsageErrorsAreOneLineAndExitTwo(t *testing.T) {
+	for _, args := range [][]string{{"nonsense"}, {"greet"}, {"greet", "a", "--nope"}, {"greet", "usage"}} {
+		code, out, errOut := run(args...)
+		lines := strings.Split(strings.TrimRight(errOut, "\n"), "\n")
+		if code != cli.UsageStatus || out != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "demo: error: ") ||
+			!strings.Contains(lines[1], "--help' for usage.") {
+			t.Errorf("%v: status %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if _, _, errOut := run("greet", "a", "--nope"); !strings.Contains(errOut, "Run 'demo greet --help'") {
+		t.Errorf("the hint does not name the command: %q", errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run("--version")
+	if code != 0 || !strings.HasPrefix(out, "demo ") || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("--version: status %d, %q", code, out)
+	}
+	code, out, _ = run("version")
+	if code != 0 || !strings.HasPrefix(out, "demo ") || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("version: status %d, %q", code, out)
+	}
+	code, out, _ = run("version", "--json")
+	var b cli.Build
+	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil || b.Go != runtime.Version() || b.Version == "" {
+		t.Errorf("version --json: status %d, %v, %q", code, err, out)
 	}
 }
