@@ -4,7 +4,6 @@ package fleet_test
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -21,19 +20,6 @@ import (
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
-
-// freeAddr returns a loopback address nothing listens on now (for a
-// process that must keep its address across restarts).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 // dialInAgent prepares a pifleet-agent that dials the server's inbound
 // address from localIP, which the server's static map names machine; it
@@ -83,7 +69,7 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	serverBin, _ := binaries(t)
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
-	inbound := freeAddr(t)
+	inbound := refusedAddr(t)
 	stateDir := shortDir(t, "pfs")
 	serve := func() *proc {
 		return startProc(t, "pifleet-server", serverBin, processEnv(os.Environ()), "pifleet-server serving",
@@ -213,7 +199,7 @@ func TestAgentDialsInAndFirstContactAsks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbound, stateDir := freeAddr(t), t.TempDir()
+	inbound, stateDir := refusedAddr(t), t.TempDir()
 	asked := make(chan identity.Identity, 4)
 	prompter := fleet.WithPrompter(trust.PrompterFunc(func(_ context.Context, id identity.Identity) (trust.Policy, error) {
 		asked <- id
