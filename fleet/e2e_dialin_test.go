@@ -60,8 +60,9 @@ func nth(n int, match func(logLine) bool) func(logLine) bool {
 // for it; once `trust set` allows it, the agent's next attempt is admitted;
 // spawn and prompt run over the dialled-in connection; after the server
 // restarts, the agent redials on its schedule (1 s, 2 s, 4 s …) and the
-// stored decision admits it with its worker still there; a denied machine
-// is refused every time.
+// stored decision admits it with its worker still there; an agent killed
+// and started again is admitted at its first attempt and re-adopts its
+// worker; a denied machine is refused every time.
 func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end with processes")
@@ -157,6 +158,22 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	}
 	if pr, err := c.Prompt(ctx, sp.InstanceID, controlapi.PromptRequest{Text: "say: after the restart", Wait: true}); err != nil || pr.Reply != "after the restart" {
 		t.Fatalf("prompt after the server's restart: %+v, %v", pr, err)
+	}
+
+	// The agent is killed and started again: its first attempt is
+	// admitted by the stored decision, and it re-adopts its worker.
+	agentProc.kill9()
+	isWorker := func(to fleet.InstanceState) func(controlapi.Change) bool {
+		return func(ch controlapi.Change) bool {
+			return ch.Kind == controlapi.ChangeInstanceState && ch.InstanceID == sp.InstanceID && ch.To == string(to)
+		}
+	}
+	nextChange(t, watch2, "the worker unreachable", isWorker(fleet.StateUnreachable))
+	agentProc = alpha.start(t)
+	nextChange(t, watch2, "the worker idle after the agent's restart", isWorker(fleet.StateIdle))
+	agentProc.waitLog(t, "its first attempt admitted", transitioned(string(transport.EventAllowed), transport.StateEstablished))
+	if pr, err := c.Prompt(ctx, sp.InstanceID, controlapi.PromptRequest{Text: "say: re-adopted", Wait: true}); err != nil || pr.Reply != "re-adopted" {
+		t.Fatalf("prompt after the agent's restart: %+v, %v", pr, err)
 	}
 
 	// A denied machine is refused before a frame, every time it dials.
