@@ -126,6 +126,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 		return v
 	}
 	run("log in", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#live.on")))
+	browsertest.CatchErrors(t, ctx)
 	if loc, _ := browsertest.Eval[string](ctx, e2eWait, "location.href"); strings.Contains(loc, "code=") {
 		t.Errorf("the login code stays in the address bar: %s", loc)
 	}

@@ -103,6 +103,28 @@ func Until[T any](ctx context.Context, d time.Duration, expr string) (T, error) 
 	return chromedp.Run(c, chromedp.Poll[T](expr, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(d)))
 }
 
+// CatchErrors fails the test, when it ends, if the page threw an uncaught
+// exception or left a promise rejection unhandled after this call (until
+// the next full navigation).
+func CatchErrors(t testing.TB, ctx context.Context) {
+	t.Helper()
+	if _, err := Eval[bool](ctx, 10*time.Second, `(() => { window.__pageErrors = [];
+		addEventListener('error', (e) => __pageErrors.push(String(e.error && e.error.stack || e.message)));
+		addEventListener('unhandledrejection', (e) => __pageErrors.push(String(e.reason && e.reason.stack || e.reason)));
+		return true })()`); err != nil {
+		t.Fatalf("install the error catcher: %v", err)
+	}
+	t.Cleanup(func() {
+		errs, err := Eval[[]string](ctx, 10*time.Second, `window.__pageErrors || []`)
+		if err != nil {
+			return // the page is gone (the test failed or navigated away)
+		}
+		for _, e := range errs {
+			t.Errorf("the page threw: %s", e)
+		}
+	})
+}
+
 // Eval evaluates a JavaScript expression in the page within d and
 // decodes its value.
 func Eval[T any](ctx context.Context, d time.Duration, expr string) (T, error) {

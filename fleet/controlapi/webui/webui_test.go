@@ -80,6 +80,30 @@ func (f *fakeFleet) Transcript(_ context.Context, id string, _ int) (controlapi.
 	return f.transcript[id], nil
 }
 
+// sampleDiff is the working tree of every fake instance.
+const sampleDiff = `diff --git a/handler.go b/handler.go
+index 8e4b631..6faf3e7 100644
+--- a/handler.go
++++ b/handler.go
+@@ -12,7 +12,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+ 	if r.Method != http.MethodGet {
+-		http.Error(w, "bad method", 400)
++		w.Header().Set("Allow", "GET")
++		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+ 		return
+ 	}
+`
+
+func (f *fakeFleet) Diff(context.Context, string, controlapi.DiffQuery) (controlapi.FileResult, error) {
+	d := sampleDiff
+	return controlapi.FileResult{Text: &d}, nil
+}
+
+func (f *fakeFleet) Sessions(context.Context, controlapi.SessionFilter) ([]controlapi.Session, error) {
+	return []controlapi.Session{{Machine: "box-0", SessionID: "01a2b3c4", Path: "/home/ana/.pi/agent/sessions/--src-api--/base.jsonl",
+		Name: "baseline:api", Cwd: "/src/api", Kind: controlapi.KindBaseline, Pinned: true, UpdatedAt: time.Now().Add(-3 * time.Hour)}}, nil
+}
+
 func (f *fakeFleet) Accept(_ context.Context, id string, d controlapi.Disposition) error {
 	f.record(fmt.Sprintf("accept %s %s", id, d))
 	return nil
@@ -142,7 +166,7 @@ type page struct {
 	Auth *controlapi.WebAuth
 }
 
-func servePage(t *testing.T, b controlapi.Backend) page {
+func servePage(t testing.TB, b controlapi.Backend) page {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,7 +189,7 @@ func servePage(t *testing.T, b controlapi.Backend) page {
 }
 
 // login opens the page in the browser through a one-time login.
-func (p page) login(t *testing.T, ctx context.Context) {
+func (p page) login(t testing.TB, ctx context.Context) {
 	t.Helper()
 	if err := browsertest.Within(ctx, step,
 		chromedp.Navigate(p.Auth.NewLogin().URL),
@@ -173,6 +197,7 @@ func (p page) login(t *testing.T, ctx context.Context) {
 	); err != nil {
 		t.Fatalf("login: %v", err)
 	}
+	browsertest.CatchErrors(t, ctx)
 }
 
 // hostile is worker output that would run script if the page parsed it.
@@ -275,6 +300,24 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// shotViewport saves what the screen shows, as shot does.
+func shotViewport(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("PIFLEET_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, step)
+	defer cancel()
+	png, err := chromedp.Run(c, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRequestsWithoutSessionOrCSRFAreRefused checks the page's guard at
 // the HTTP level: no cookie, no CSRF token, a foreign Host.
 func TestRequestsWithoutSessionOrCSRFAreRefused(t *testing.T) {
@@ -349,4 +392,101 @@ func TestRequestsWithoutSessionOrCSRFAreRefused(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("page without session: %d", resp.StatusCode)
 	}
+}
+
+func (f *fakeFleet) UIAnswer(_ context.Context, id string, v json.RawMessage) error {
+	f.record(fmt.Sprintf("ui %s %s", id, v))
+	return nil
+}
+
+func (f *fakeFleet) Doctor(context.Context) (controlapi.DoctorReport, error) {
+	return controlapi.DoctorReport{Checks: []controlapi.Check{
+		{Name: "bundle cache on gpu-1", Result: controlapi.CheckPass, Detail: "3 bundles intact"},
+		{Name: "bundle cache on buildbox", Result: controlapi.CheckFail, Detail: "default: skills/review/SKILL.md changed on disk"},
+	}}, nil
+}
+
+// showcase is a fleet in the middle of a working day.
+func showcase() controlapi.Status {
+	now := time.Now()
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	sonnet := &controlapi.ModelRef{Provider: "anthropic", ID: "claude-sonnet-4"}
+	return controlapi.Status{
+		Agents: []controlapi.Agent{
+			{Name: "buildbox", State: "established", Policy: "steer", Platform: "linux-x64", Version: "0.4.0", Addr: "100.64.0.7:9788", ConnectedAt: ago(3 * time.Hour)},
+			{Name: "gpu-1", State: "established", Policy: "steer", Platform: "linux-x64", Version: "0.4.0", Addr: "100.64.0.2:9788", ConnectedAt: ago(26 * time.Minute)},
+			{Name: "mac-mini", State: "established", Policy: "allow", Platform: "darwin-arm64", Version: "0.4.0", Addr: "100.64.0.9:9788", ConnectedAt: ago(2 * time.Hour)},
+			{Name: "old-laptop", State: "lost", Policy: "steer", Platform: "linux-x64", Version: "0.3.2", Addr: "100.64.0.4:9788", LostAt: ago(7 * time.Minute), LastError: "heartbeat expired: no frame for 45s"},
+		},
+		Instances: []controlapi.Instance{
+			{ID: "i-3f9a21c0", Agent: "buildbox", Cwd: "/src/api", State: "running", Bundle: "default", Model: sonnet, Activity: "bash", ActivityAt: ago(4 * time.Second), Cost: 0.4182, OpenTask: "t-flaky"},
+			{ID: "i-7b02e611", Agent: "buildbox", Cwd: "/src/api", State: "awaiting_review", Bundle: "default", Model: sonnet, Activity: "settled", ActivityAt: ago(2 * time.Minute), Cost: 0.2210, OpenTask: "t-405"},
+			{ID: "i-a41d5e93", Agent: "gpu-1", Cwd: "/src/trainer", State: "idle", Bundle: "ml", Model: &controlapi.ModelRef{Provider: "openai", ID: "gpt-5"}, Activity: "settled", ActivityAt: ago(9 * time.Minute), Cost: 1.0375,
+				PendingUI: []controlapi.UIRequest{{ID: "ui-12", InstanceID: "i-a41d5e93", Kind: "confirm", Title: "Delete checkpoints/ (4.2 GB)?"}}},
+			{ID: "i-c88e0f27", Agent: "gpu-1", Cwd: "/src/trainer", State: "provisioning", Bundle: "ml"},
+			{ID: "i-d5510b4e", Agent: "mac-mini", Cwd: "/Users/ana/app", State: "escalated", Bundle: "ios", Model: sonnet, Activity: "settled", ActivityAt: ago(31 * time.Minute), Cost: 0.8811, OpenTask: "t-ui"},
+			{ID: "i-e0917aa3", Agent: "old-laptop", Cwd: "/home/ana/site", State: "unreachable", Bundle: "default", Model: sonnet, Activity: "edit", ActivityAt: ago(8 * time.Minute), Cost: 0.0930},
+		},
+		Tasks: []controlapi.Task{
+			{ID: "t-flaky", InstanceID: "i-3f9a21c0", Agent: "buildbox", State: "running", Prompt: "make TestRetryBackoff pass reliably", MaxRejects: 3},
+			{ID: "t-405", InstanceID: "i-7b02e611", Agent: "buildbox", State: "awaiting_review", Prompt: "answer 405 with an Allow header for non-GET requests", Rejects: 1, MaxRejects: 3,
+				Feedback: []controlapi.Feedback{{Text: "use http.StatusMethodNotAllowed, not a literal"}},
+				LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: "Done: non-GET requests now get 405 Method Not Allowed with an Allow: GET header. Added TestServeHTTPRejectsPost; go test ./... passes."}},
+			{ID: "t-ui", InstanceID: "i-d5510b4e", Agent: "mac-mini", State: "escalated", Prompt: "fix the layout of the settings screen on small phones", Rejects: 4, MaxRejects: 3,
+				LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: "I constrained the stack view; the labels still truncate below 340 pt."}},
+		},
+	}
+}
+
+// TestShowcase drives the page over a varied fleet: a lost agent shows
+// as lost, a worker's dialog is answered in place, the cache check fills
+// the agents table, and the review offers the diff; the screenshots in
+// docs/ are made here and in TestWebPageDrivesARealPiWorker.
+func TestShowcase(t *testing.T) {
+	b := newFakeFleet()
+	b.status = showcase()
+	p := servePage(t, b)
+	ctx := browsertest.New(t, browsertest.Options{Width: 1360, Height: 860})
+	p.login(t, ctx)
+	if err := browsertest.Within(ctx, step, chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-e0917aa3"]`))); err != nil {
+		t.Fatal(err)
+	}
+	shot(t, ctx, "fleet")
+
+	// The dialog, answered on the card.
+	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`[data-instance="i-a41d5e93"] [data-ui="ui-12"] button.primary`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'answered')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Calls(); len(got) != 1 || got[0] != "ui ui-12 true" {
+		t.Errorf("backend calls %q, want the dialog answered true", got)
+	}
+	// Steering buttons follow the machine's trust policy: mac-mini is allow.
+	dis, err := browsertest.Eval[bool](ctx, step, `document.querySelector('[data-instance="i-d5510b4e"] button.danger').disabled`)
+	if err != nil || !dis {
+		t.Errorf("stop on an allow machine's worker enabled (%v)", err)
+	}
+
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/agents'`),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="old-laptop"].lost`)),
+		chromedp.Click(chromedp.CSS("#check-caches"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `document.querySelector('tr[data-agent="buildbox"]').textContent.includes('damaged')`); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := browsertest.Eval[string](ctx, step, `document.querySelector('tr[data-agent="old-laptop"]').textContent`)
+	if err != nil || !strings.Contains(lost, "lost") || !strings.Contains(lost, "heartbeat expired") {
+		t.Errorf("lost agent row %q (%v)", lost, err)
+	}
+	shot(t, ctx, "agents")
+
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/review'`),
+		chromedp.WaitVisible(chromedp.CSS(`article.review[data-task="t-405"] .diff`)),
+		chromedp.WaitVisible(chromedp.CSS(`article.review[data-task="t-ui"]`))); err != nil {
+		t.Fatal(err)
+	}
+	shot(t, ctx, "review")
 }

@@ -271,8 +271,11 @@ function flush() {
         break;
       }
       case "event":
+        // Only the open transcript reads events; what a worker is doing
+        // comes with the next status, which a busy fleet asks for at most
+        // every two seconds.
         if (view.name === "worker" && view.id === c.instanceId && c.data) transcript.live(c.data);
-        if (c.instanceId && model.byId.has(c.instanceId)) activityOf(model.byId.get(c.instanceId), c.data) && (dirty = true);
+        activitySeen = true;
         break;
       case "spawn_progress":
         if (c.message) $("sp-progress").textContent = c.message;
@@ -287,21 +290,9 @@ function flush() {
   }
   if (dirty) render();
   if (needStatus) refreshSoon();
+  else if (activitySeen) { activitySeen = false; refreshSoon(2000); }
 }
-
-// activityOf updates an instance's activity from one of its events;
-// true when it changed.
-function activityOf(inst, ev) {
-  if (!ev || typeof ev !== "object") return false;
-  let a = null;
-  if (ev.type === "tool_execution_start") a = ev.toolName;
-  else if (ev.type === "message_update") a = "writing";
-  else if (ev.type === "agent_end") a = "settled";
-  if (!a || inst.activity === a) return false;
-  inst.activity = a;
-  inst.activityAt = new Date().toISOString();
-  return true;
-}
+let activitySeen = false;
 
 // ---- views ----
 
@@ -365,7 +356,8 @@ function renderCards() {
   }
   for (const inst of list) {
     keep.add(inst.id);
-    const sig = JSON.stringify([inst, policyOf(inst.agent), timelines.get(inst.id), Math.floor(Date.now() / 10000)]);
+    const tl = timelines.get(inst.id);
+    const sig = JSON.stringify(inst) + policyOf(inst.agent) + (tl ? tl.length + tl[tl.length - 1].state : "") + Math.floor(Date.now() / 10000);
     let c = cardCache.get(inst.id);
     if (!c || c.sig !== sig) {
       const el = card(inst);
@@ -719,15 +711,15 @@ function reviewCard(t) {
 // loadDiff shows the worker's working-tree diff (the control API's diff
 // of the instance's cwd, when the server has it).
 async function loadDiff(instanceId, box) {
-  let text;
+  let text, r;
   try {
-    const r = await api("GET", "/instances/" + seg(instanceId) + "/diff");
+    r = await api("GET", "/instances/" + seg(instanceId) + "/diff");
     text = typeof r === "string" ? r : (r && (r.text ?? r.diff)) || "";
   } catch (e) {
     replace(box, h("p", { class: "muted" }, "No diff: " + e.message));
     return;
   }
-  replace(box, renderDiff(text));
+  replace(box, renderDiff(text), r && r.truncated ? h("p", { class: "hint" }, "The agent cut the diff at its size limit.") : null);
 }
 
 function renderDiff(text) {

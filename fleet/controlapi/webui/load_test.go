@@ -1,0 +1,187 @@
+package webui
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/browsertest"
+)
+
+// bigFleet is 200 instances on 4 agents, every tenth awaiting review.
+func bigFleet(n int) controlapi.Status {
+	st := controlapi.Status{}
+	for a := range 4 {
+		st.Agents = append(st.Agents, controlapi.Agent{Name: fmt.Sprintf("box-%d", a), State: "established", Policy: "steer", Platform: "linux-x64"})
+	}
+	for i := range n {
+		in := controlapi.Instance{ID: fmt.Sprintf("i-%04d", i), Agent: fmt.Sprintf("box-%d", i%4), Cwd: fmt.Sprintf("/src/repo-%d", i%17),
+			State: "idle", Bundle: "default", Model: &controlapi.ModelRef{Provider: "anthropic", ID: "claude-sonnet"}}
+		if i%10 == 0 {
+			in.State, in.OpenTask = "awaiting_review", fmt.Sprintf("t-%04d", i)
+			st.Tasks = append(st.Tasks, controlapi.Task{ID: in.OpenTask, InstanceID: in.ID, Agent: in.Agent, State: "awaiting_review",
+				Prompt: "make the tests pass", MaxRejects: 3, LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: "done"}})
+		}
+		st.Instances = append(st.Instances, in)
+	}
+	return st
+}
+
+// loadFigures is what the page measured of itself while it was fed.
+type loadFigures struct {
+	Frames     int     `json:"frames"`
+	MaxGapMs   float64 `json:"maxGapMs"`
+	P95GapMs   float64 `json:"p95GapMs"`
+	LongTasks  int     `json:"longTasks"`
+	LongTaskMs float64 `json:"longTaskMs"`
+}
+
+// feed sends rate changes per second for d to the page: worker events of
+// random instances (mostly streaming text), and one in ten a state move
+// (running ↔ idle) that the status then confirms. It returns how many it
+// sent; the loop is bounded by d.
+func feed(t testing.TB, b *fakeFleet, n, rate int, d time.Duration) int {
+	t.Helper()
+	const tick = 10 * time.Millisecond
+	perTick := rate * int(tick) / int(time.Second)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	sent := 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		<-tk.C
+		for range perTick {
+			id := fmt.Sprintf("i-%04d", (sent*7919)%n)
+			c := controlapi.Change{Kind: controlapi.ChangeEvent, InstanceID: id, Agent: "box-0", Event: "message_update",
+				Data: []byte(`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"token "}}`)}
+			if sent%10 == 0 {
+				from, to := "idle", "running"
+				b.setStatus(func(st *controlapi.Status) {
+					for i := range st.Instances {
+						if st.Instances[i].ID == id && st.Instances[i].State != "awaiting_review" {
+							if st.Instances[i].State == "running" {
+								from, to = "running", "idle"
+							}
+							st.Instances[i].State = to
+						}
+					}
+				})
+				c = controlapi.Change{Kind: controlapi.ChangeInstanceState, InstanceID: id, Agent: "box-0", From: from, To: to, Event: "promptDelivered"}
+			}
+			if !b.publish(c) {
+				t.Fatalf("the page's watch fell %d changes behind after %d", 4096, sent)
+			}
+			sent++
+		}
+	}
+	return sent
+}
+
+// measureLoad opens the page on 200 workers, feeds it 1,000 changes a
+// second for d, and returns the page's own frame figures and how long a
+// last state change took to show once the feed stopped.
+func measureLoad(t testing.TB, d time.Duration) (loadFigures, time.Duration, int) {
+	const n, rate = 200, 1000
+	b := newFakeFleet()
+	b.status = bigFleet(n)
+	p := servePage(t, b)
+	ctx := browsertest.New(t, browsertest.Options{})
+	p.login(t, ctx)
+	if err := browsertest.Within(ctx, step, chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-0199"]`))); err != nil {
+		t.Fatal(err)
+	}
+	// Frame gaps (requestAnimationFrame) and long tasks, measured by the
+	// page itself.
+	if _, err := browsertest.Eval[bool](ctx, step, `(() => {
+		window.__load = {gaps: [], long: 0, longMs: 0, last: performance.now(), on: true};
+		const L = window.__load;
+		const frame = (now) => { if (!L.on) return; L.gaps.push(now - L.last); L.last = now; requestAnimationFrame(frame); };
+		requestAnimationFrame(frame);
+		new PerformanceObserver((list) => { for (const e of list.getEntries()) { L.long++; L.longMs += e.duration; } }).observe({entryTypes: ['longtask']});
+		return true })()`); err != nil {
+		t.Fatal(err)
+	}
+	sent := feed(t, b, n, rate, d)
+	// The last word: i-0001 escalated; how long until its card says so.
+	b.setStatus(func(st *controlapi.Status) { st.Instances[1].State = "escalated" })
+	start := time.Now()
+	b.publish(controlapi.Change{Kind: controlapi.ChangeInstanceState, InstanceID: "i-0001", From: "idle", To: "escalated"})
+	if _, err := browsertest.Until[bool](ctx, 10*time.Second,
+		`document.querySelector('[data-instance="i-0001"] .state')?.textContent === 'escalated'`); err != nil {
+		t.Fatalf("the last change never showed: %v", err)
+	}
+	lag := time.Since(start)
+	fig, err := browsertest.Eval[loadFigures](ctx, step, `(() => {
+		const L = window.__load; L.on = false;
+		const g = L.gaps.slice(1).sort((a, b) => a - b);
+		return {frames: g.length, maxGapMs: g[g.length - 1] || 0, p95GapMs: g[Math.floor(g.length * 0.95)] || 0, longTasks: L.long, longTaskMs: L.longMs} })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fig, lag, sent
+}
+
+// TestPageKeepsUpWithABigFleet: 200 workers, 1,000 changes a second for
+// three seconds; the page stays live, renders frames throughout and shows
+// the last change.
+func TestPageKeepsUpWithABigFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load")
+	}
+	fig, lag, sent := measureLoad(t, 3*time.Second)
+	t.Logf("sent %d changes; page: %+v; last change shown after %v", sent, fig, lag)
+	if fig.Frames < 30 {
+		t.Errorf("the page drew %d frames in 3 s of load: it stalled", fig.Frames)
+	}
+}
+
+// BenchmarkPageUnderLoad reports the page's frame figures under 200
+// workers and 1,000 changes a second (one iteration: 5 s of load).
+func BenchmarkPageUnderLoad(b *testing.B) {
+	for b.Loop() {
+		fig, lag, sent := measureLoad(b, 5*time.Second)
+		b.ReportMetric(float64(sent)/5, "changes/s")
+		b.ReportMetric(fig.P95GapMs, "p95-frame-ms")
+		b.ReportMetric(fig.MaxGapMs, "max-frame-ms")
+		b.ReportMetric(float64(fig.LongTasks), "long-tasks")
+		b.ReportMetric(fig.LongTaskMs, "long-task-ms")
+		b.ReportMetric(float64(lag.Milliseconds()), "last-change-ms")
+	}
+}
+
+// TestPageFitsAPhone opens every view at phone width: nothing is wider
+// than the screen (wide tables scroll inside their own box).
+func TestPageFitsAPhone(t *testing.T) {
+	b := newFakeFleet()
+	b.status = bigFleet(12)
+	b.status.Agents[3].State, b.status.Agents[3].LastError = "lost", "heartbeat expired"
+	p := servePage(t, b)
+	ctx := browsertest.New(t, browsertest.Options{Width: 390, Height: 844})
+	if err := browsertest.Within(ctx, step, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	p.login(t, ctx)
+	for _, view := range []struct{ hash, ready string }{
+		{"#/workers", `[data-instance="i-0011"]`},
+		{"#/review", `article.review`},
+		{"#/agents", `tr[data-agent="box-3"].lost`},
+		{"#/worker/i-0000", `#w-facts dl`},
+		{"#/sessions", `#search-q`},
+	} {
+		if err := browsertest.Within(ctx, step, chromedp.Navigate(p.URL+"/"+view.hash), chromedp.WaitVisible(chromedp.CSS(view.ready))); err != nil {
+			t.Fatalf("%s: %v", view.hash, err)
+		}
+		w, err := browsertest.Eval[[]int](ctx, step, `[document.documentElement.scrollWidth, window.innerWidth]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w[0] > w[1] {
+			t.Errorf("%s is %d px wide on a %d px screen", view.hash, w[0], w[1])
+		}
+		if view.hash == "#/worker/i-0000" {
+			shotViewport(t, ctx, "phone")
+		}
+	}
+}
