@@ -20,6 +20,8 @@
 //	pifleet-server sessions [--machine M] [--kind baseline|task|scratch] | sessions search QUERY [--machine M] [--cwd DIR]
 //	pifleet-server baseline create --agent NAME --cwd DIR --bundle NAME [--prompt TEXT] [--repo NAME]
 //	pifleet-server resume SESSION [--attach] [--bundle NAME] [--machine M]
+//	pifleet-server mcp [--http 127.0.0.1:PORT]
+//	pifleet-server pi-extension [--install]
 //
 // The client commands find the server with --api (PIFLEET_API; default the
 // unix socket of the default state directory). Every flag can also be set
@@ -70,6 +72,9 @@ type CLI struct {
 
 	Version cli.VersionCmd `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
 	Exec    ExecCmd        `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
+
+	MCP         MCPCmd         `cmd:"" name:"mcp" group:"Orchestrating LLMs" help:"Serve the fleet's tools to an MCP client (stdio; or streamable HTTP with --http)."`
+	PiExtension PiExtensionCmd `cmd:"" name:"pi-extension" group:"Orchestrating LLMs" help:"Write the pi extension that gives pi the fleet's tools and print its path (--install: into pi's extensions directory)."`
 }
 
 // Globals and Output are the shared CLI plumbing (internal/cli).

@@ -17,6 +17,7 @@ import (
 
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/catalog"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/fleet/controlapi/webui"
 	"example.com/pifleet/internal/cli"
@@ -188,7 +189,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 
 	backend := &fleetBackend{f: f, watchBuffer: 1024,
 		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second, caches: f}.run}
-	srvOpts = append(srvOpts, controlapi.WithLogger(log))
+	srvOpts = append(srvOpts, controlapi.WithLogger(log), controlapi.WithTools(catalog.New(backend)))
 	var uiURL string
 	if uiLn != nil {
 		page, auth, err := c.webPage(uiLn, backend, log)

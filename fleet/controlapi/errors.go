@@ -23,6 +23,7 @@ const (
 	CodeUnknownSession   Code = "unknown_session"    // 404: no session of the registry matches the reference
 	CodeUnknownEndpoint  Code = "unknown_endpoint"   // 404: no such path or method
 	CodeUnknownExecution Code = "unknown_execution"  // 404: no such running command
+	CodeUnknownTool      Code = "unknown_tool"       // 404: no tool of that name in the catalogue
 	CodeInvalidState     Code = "invalid_state"      // 409: not possible in the current state
 	CodeSessionPinned    Code = "session_pinned"     // 409: attach to a pinned session (resume it as a clone)
 	CodeSessionBusy      Code = "session_busy"       // 409: a live worker is attached to the session already
@@ -37,6 +38,7 @@ const (
 	CodeNotSupported     Code = "not_supported"      // 501: the agent lacks the capability
 	CodeNotConnected     Code = "not_connected"      // 503: the agent is not connected now
 	CodeUnavailable      Code = "unavailable"        // 503: the server is shutting down
+	CodeTimeout          Code = "timeout"            // 504: a tool call ran out of time (the work may go on)
 	CodeInternal         Code = "internal"           // 500: anything else
 )
 
@@ -50,7 +52,7 @@ func (c Code) HTTPStatus() int {
 	case CodePolicyRefused, CodeCSRFRefused:
 		return http.StatusForbidden
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
-		CodeUnknownSession, CodeUnknownEndpoint, CodeUnknownExecution:
+		CodeUnknownSession, CodeUnknownEndpoint, CodeUnknownExecution, CodeUnknownTool:
 		return http.StatusNotFound
 	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone, CodeModelPinned:
 		return http.StatusConflict
@@ -60,6 +62,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotImplemented
 	case CodeNotConnected, CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeTimeout:
+		return http.StatusGatewayTimeout
 	default:
 		return http.StatusInternalServerError
 	}
@@ -74,6 +78,9 @@ type Error struct {
 	// Detail refines the code: the agent's spawn_error code
 	// (platform_mismatch, max_workers, …) for spawn_error.
 	Detail string `json:"detail,omitempty"`
+	// Hint tells a model (or a person) what to do about it, when there is
+	// something to say (the tool catalogue sets it).
+	Hint string `json:"hint,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -86,7 +93,7 @@ func (e *Error) Error() string {
 // Is matches a sentinel (an *Error with only a Code) of the same code.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Message == "" && t.Detail == "" && t.Code == e.Code
+	return ok && t.Message == "" && t.Detail == "" && t.Hint == "" && t.Code == e.Code
 }
 
 // Sentinels for errors.Is: each matches every *Error of its code.
@@ -102,6 +109,8 @@ var (
 	ErrUnknownBundle    = &Error{Code: CodeUnknownBundle}
 	ErrUnknownSession   = &Error{Code: CodeUnknownSession}
 	ErrUnknownEndpoint  = &Error{Code: CodeUnknownEndpoint}
+	ErrUnknownTool      = &Error{Code: CodeUnknownTool}
+	ErrTimeout          = &Error{Code: CodeTimeout}
 	ErrInvalidState     = &Error{Code: CodeInvalidState}
 	ErrSessionPinned    = &Error{Code: CodeSessionPinned}
 	ErrSessionBusy      = &Error{Code: CodeSessionBusy}
@@ -131,7 +140,7 @@ func asAPIError(err error) *Error {
 	if errors.As(err, &e) {
 		if e.Message == "" {
 			// A bare sentinel (or one wrapped): keep the wrapping text.
-			return &Error{Code: e.Code, Message: err.Error(), Detail: e.Detail}
+			return &Error{Code: e.Code, Message: err.Error(), Detail: e.Detail, Hint: e.Hint}
 		}
 		return e
 	}

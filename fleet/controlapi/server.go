@@ -40,11 +40,12 @@ type SpawnLine struct {
 // Server is the HTTP side of the control API: an http.Handler over a
 // Backend.
 type Server struct {
-	b     Backend
-	token string
-	web   *WebAuth
-	log   zerolog.Logger
-	mux   *http.ServeMux
+	b         Backend
+	token     string
+	web       *WebAuth
+	log       zerolog.Logger
+	mux       *http.ServeMux
+	catalogue Tools
 }
 
 // ServerOption configures a Server.
@@ -101,6 +102,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/baselines", s.createBaseline)
 	s.mux.HandleFunc("POST "+p+"/web/logins", s.webLogin)
 	s.registerExec(p)
+	s.routeTools(p)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
 	})

@@ -1,0 +1,291 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"example.com/pifleet/bundle/registry"
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/e2ekit"
+	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// llmFleet is a running fleet for the orchestrator tests: a published
+// bundle, a real agent whose workers are kind, and the server.
+type llmFleet struct {
+	dir string // a working directory for the workers
+	api controlapi.Addr
+	c   *controlapi.Client
+}
+
+func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llmFleet {
+	t.Helper()
+	dir := socketDir(t)
+	reg := filepath.Join(dir, "registry")
+	src := source(t, map[string]string{
+		"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`,
+	})
+	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ps := pitest.Command(t, kind, pitest.Options{})
+	whois, err := identity.ParseStatic("127.0.0.1=box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentDir := socketDir(t)
+	e2ekit.CleanupWorkers(t, agentDir)
+	agentAddr := runDetachingAgent(t, agent.Config{
+		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
+		StateDir: agentDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
+		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
+		StopGrace: 2 * time.Second, SessionsPoll: -1,
+	})
+	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
+		Agent: []string{"box=" + agentAddr}, WhoisStatic: []string{"127.0.0.1=box"}}
+	s, c := startServe(t, cmd)
+	if _, err := c.TrustSet(context.Background(), "box", policy); err != nil {
+		t.Fatal(err)
+	}
+	awaitAgentState(t, c, "box", "established")
+	return llmFleet{dir: dir, api: s.API, c: c}
+}
+
+// runDetachingAgent runs an agent until the test ends, then closes it
+// while Run still runs: Close detaches from the workers a test left alive
+// (CleanupWorkers stops them afterwards), which Run alone would wait for.
+func runDetachingAgent(t *testing.T, cfg agent.Config) string {
+	t.Helper()
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		a.Close()
+		<-done
+	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent: %v", err)
+	}
+	return a.Addr().String()
+}
+
+var (
+	spawnedRE = regexp.MustCompile(`Spawned worker (i-[0-9a-f]+)`)
+	taskRE    = regexp.MustCompile(`Task (t-[0-9a-z-]+) sent`)
+)
+
+// TestMCPOrchestratesTheReviewLoop drives the fleet as an MCP client
+// would: `pifleet-server mcp` runs as a real subprocess, the Go SDK's
+// client calls its tools, and the wakes (logging messages) alone tell it
+// when to review. Seed §4 and §7: spawn, a task, woken by its task_done,
+// rejected with feedback, woken by the revision's, accepted with stop.
+func TestMCPOrchestratesTheReviewLoop(t *testing.T) {
+	for _, kind := range pitest.Kinds() {
+		t.Run(kind.String(), func(t *testing.T) {
+			if kind == pitest.RealPi {
+				pitest.Find(t)
+			}
+			testMCPReviewLoop(t, kind)
+		})
+	}
+}
+
+func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
+	fl := startLLMFleet(t, kind, controlapi.PolicySteer)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
+	defer cancel()
+
+	wakes := make(chan controlapi.Wake, 16)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-orchestrator", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			b, _ := json.Marshal(req.Params.Data)
+			var w controlapi.Wake
+			if req.Params.Logger == "pifleet" && json.Unmarshal(b, &w) == nil && w.Key != "" {
+				wakes <- w
+			}
+		},
+	})
+	cmd := exec.Command(os.Args[0], "pifleet-server", "mcp", "--api", fl.api.String())
+	cmd.Stderr = os.Stderr
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	if err := session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+
+	lt, err := session.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tl := range lt.Tools {
+		names[tl.Name] = true
+	}
+	for _, want := range []string{"fleet_status", "fleet_tasks", "fleet_sessions", "fleet_baselines", "remote_spawn", "remote_prompt",
+		"remote_output", "remote_abort", "remote_stop", "remote_accept", "remote_reject", "remote_baseline", "remote_model",
+		"remote_steer", "remote_resume", "remote_tools", "remote_rebundle", "remote_ui_answer"} {
+		if !names[want] {
+			t.Errorf("the MCP server lacks tool %s (has %v)", want, names)
+		}
+	}
+
+	call := func(name string, args map[string]any) (string, bool) {
+		t.Helper()
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String(), res.IsError
+	}
+	must := func(name string, args map[string]any) string {
+		t.Helper()
+		out, isErr := call(name, args)
+		if isErr {
+			t.Fatalf("%s: %s", name, out)
+		}
+		return out
+	}
+
+	out := must("remote_spawn", map[string]any{"host": "box", "cwd": fl.dir, "bundle": "default"})
+	m := spawnedRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("remote_spawn: %s", out)
+	}
+	id := m[1]
+
+	// A blocking prompt returns the reply, framed as the worker's.
+	if out := must("remote_prompt", map[string]any{"instanceId": id, "text": "say: pong"}); !strings.Contains(out, "\n| pong\n") {
+		t.Errorf("remote_prompt (wait): %s", out)
+	}
+
+	out = must("remote_prompt", map[string]any{"instanceId": id, "text": "say: first try", "wait": false})
+	m = taskRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("remote_prompt (task): %s", out)
+	}
+	task := m[1]
+	awaitWake := func(what string) controlapi.Wake {
+		t.Helper()
+		select {
+		case w := <-wakes:
+			if w.TaskID != task || w.Kind != controlapi.WakeTaskDone {
+				t.Fatalf("%s: wake %+v", what, w)
+			}
+			return w
+		case <-ctx.Done():
+			t.Fatalf("no wake for %s", what)
+		}
+		panic("unreachable")
+	}
+	first := awaitWake("the task's end")
+	if !strings.Contains(first.Text, "\n| first try\n") || !strings.Contains(first.Text, "untrusted") {
+		t.Errorf("first wake: %s", first.Text)
+	}
+	// Accepting a task that is not finished is refused with a hint; here,
+	// the review verbs refuse an unknown task.
+	if out, isErr := call("remote_accept", map[string]any{"taskId": "t-nope"}); !isErr || !strings.Contains(out, "unknown_task") {
+		t.Errorf("accept of an unknown task: %s", out)
+	}
+	if out := must("remote_reject", map[string]any{"taskId": task, "feedback": "say: second try"}); !strings.Contains(out, "revising") {
+		t.Errorf("remote_reject: %s", out)
+	}
+	second := awaitWake("the revision's end")
+	if second.Key == first.Key || !strings.Contains(second.Text, "\n| second try\n") {
+		t.Errorf("second wake %q after %q: %s", second.Key, first.Key, second.Text)
+	}
+	if out := must("remote_accept", map[string]any{"taskId": task, "disposition": "stop"}); !strings.Contains(out, "stopped") {
+		t.Errorf("remote_accept: %s", out)
+	}
+
+	// The resources show the outcome.
+	rr, err := session.ReadResource(ctx, &mcp.ReadResourceParams{URI: "pifleet://tasks/" + task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tk controlapi.Task
+	if err := json.Unmarshal([]byte(rr.Contents[0].Text), &tk); err != nil || !strings.HasPrefix(tk.Verdict, "accepted") || tk.Rejects != 1 {
+		t.Errorf("pifleet://tasks/%s: %v %+v", task, err, tk)
+	}
+	st, err := fl.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range st.Instances {
+		if in.ID == id && in.State != "stopped" {
+			t.Errorf("instance after accept with stop: %+v", in)
+		}
+	}
+	if out, isErr := call("remote_prompt", map[string]any{"instanceId": id, "text": "say: too late"}); !isErr || !strings.Contains(out, "invalid_state") {
+		t.Errorf("prompt to a stopped worker: %v %s", isErr, out)
+	}
+	select {
+	case w := <-wakes:
+		t.Errorf("a wake more than the task_dones: %+v", w)
+	default:
+	}
+}
+
+// TestToolsObeyTrust: on a machine trusted only to allow, the tools may
+// spawn and look, but a prompt is refused with the policy's code and a
+// hint that says only the user can change it.
+func TestToolsObeyTrust(t *testing.T) {
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicyAllow)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
+	defer cancel()
+	res, err := fl.c.CallTool(ctx, "remote_spawn", json.RawMessage(`{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Details["instanceId"]
+	for _, args := range []string{
+		`{"instanceId":"` + id + `","text":"say: hi"}`,
+		`{"instanceId":"` + id + `","text":"say: hi","wait":false}`,
+	} {
+		_, err = fl.c.CallTool(ctx, "remote_prompt", json.RawMessage(args), nil)
+		var e *controlapi.Error
+		if !errors.As(err, &e) || e.Code != controlapi.CodePolicyRefused || !strings.Contains(e.Hint, "only the user") {
+			t.Errorf("remote_prompt %s on an allow-only machine: %v (%+v)", args, err, e)
+		}
+	}
+	if _, err := fl.c.CallTool(ctx, "remote_steer", json.RawMessage(`{"instanceId":"`+id+`","text":"x"}`), nil); !errors.Is(err, controlapi.ErrPolicyRefused) {
+		t.Errorf("remote_steer on an allow-only machine: %v", err)
+	}
+	if _, err := fl.c.CallTool(ctx, "fleet_status", nil, nil); err != nil {
+		t.Errorf("fleet_status: %v", err)
+	}
+	// Stopping is spawning's kind: allowed.
+	if _, err := fl.c.CallTool(ctx, "remote_stop", json.RawMessage(`{"instanceId":"`+id+`"}`), nil); err != nil {
+		t.Errorf("remote_stop on an allow-only machine: %v", err)
+	}
+}

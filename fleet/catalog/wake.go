@@ -1,0 +1,163 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"example.com/pifleet/fleet/controlapi"
+)
+
+// seenCap bounds the keys a wake stream remembers to drop repeats (the
+// overlap of the pending listing with live changes, a relisting after the
+// stream lost changes).
+const seenCap = 4096
+
+// Wakes streams the wakes of the orchestrator: one per durable task_done
+// (the fleet hears of each exactly once) and one per escalation. With
+// pending, the tasks now awaiting review or a human come first. When the
+// fleet reports that this stream lost changes, the tasks are listed again,
+// so a lost task_done still wakes.
+func (c *Catalog) Wakes(ctx context.Context, pending bool) (<-chan controlapi.Wake, error) {
+	changes, err := c.f.Watch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan controlapi.Wake, 16)
+	go func() {
+		defer close(out)
+		seen := map[string]bool{}
+		var order []string
+		send := func(w controlapi.Wake) bool {
+			if seen[w.Key] {
+				return true
+			}
+			seen[w.Key] = true
+			order = append(order, w.Key)
+			if len(order) > seenCap {
+				delete(seen, order[0])
+				order = order[1:]
+			}
+			select {
+			case out <- w:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		relist := func() bool {
+			ts, err := c.f.Tasks(ctx)
+			if err != nil {
+				return ctx.Err() == nil
+			}
+			for _, t := range ts {
+				if w, ok := wakeOfTask(t); ok && !send(w) {
+					return false
+				}
+			}
+			return true
+		}
+		if pending && !relist() {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ch, ok := <-changes:
+				if !ok {
+					return
+				}
+				switch ch.Kind {
+				case controlapi.ChangeDropped:
+					if !relist() {
+						return
+					}
+				case controlapi.ChangeTaskDone:
+					var d controlapi.TaskDone
+					if err := json.Unmarshal(ch.Data, &d); err != nil {
+						continue
+					}
+					t := controlapi.Task{ID: ch.TaskID, InstanceID: ch.InstanceID, Agent: ch.Agent, LastDone: &d}
+					if ts, err := c.f.Tasks(ctx); err == nil {
+						for _, x := range ts {
+							if x.ID == ch.TaskID {
+								t.Rejects, t.MaxRejects, t.Prompt = x.Rejects, x.MaxRejects, x.Prompt
+							}
+						}
+					}
+					if !send(doneWake(t)) {
+						return
+					}
+				case controlapi.ChangeEscalated:
+					ts, err := c.f.Tasks(ctx)
+					if err != nil {
+						continue
+					}
+					for _, t := range ts {
+						if t.ID == ch.TaskID && !send(escalatedWake(t)) {
+							return
+						}
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// wakeOfTask is the wake a task waiting for a decision stands for.
+func wakeOfTask(t controlapi.Task) (controlapi.Wake, bool) {
+	switch {
+	case t.State == taskAwaitingReview && t.LastDone != nil:
+		return doneWake(t), true
+	case t.State == taskEscalated:
+		return escalatedWake(t), true
+	}
+	return controlapi.Wake{}, false
+}
+
+func seqOf(t controlapi.Task) float64 {
+	if t.LastDone == nil {
+		return 0
+	}
+	return t.LastDone.Seq
+}
+
+func seqText(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// doneWake tells the model that a task finished a run and awaits review.
+func doneWake(t controlapi.Task) controlapi.Wake {
+	d := t.LastDone
+	var b strings.Builder
+	fmt.Fprintf(&b, "pifleet: task %s on worker %s", t.ID, t.InstanceID)
+	if t.Agent != "" {
+		fmt.Fprintf(&b, " (host %s)", label(t.Agent))
+	}
+	fmt.Fprintf(&b, " finished a run (%s) and awaits your review.", label(d.Status))
+	if t.Rejects > 0 {
+		fmt.Fprintf(&b, " It is the revision after rejection %d of at most %d.", t.Rejects, t.MaxRejects)
+	}
+	fmt.Fprintf(&b, "\nVerify the work before you decide: remote_output shows what the worker did, and remote_prompt "+
+		"instanceId=%s can ask it for evidence (run the tests, show the diff). Then call remote_accept taskId=%s, "+
+		"or remote_reject taskId=%s with feedback.\n", t.InstanceID, t.ID, t.ID)
+	msg := d.LastAssistantMessage
+	if msg == "" {
+		msg = d.Summary
+	}
+	b.WriteString(untrusted("worker's final message", cutHead(msg, MaxResultChars)))
+	return controlapi.Wake{Key: t.ID + ":" + seqText(d.Seq), Kind: controlapi.WakeTaskDone, TaskID: t.ID, InstanceID: t.InstanceID,
+		Agent: t.Agent, Seq: d.Seq, Status: d.Status, Text: b.String()}
+}
+
+// escalatedWake tells the model that a task now waits for a human.
+func escalatedWake(t controlapi.Task) controlapi.Wake {
+	text := fmt.Sprintf("pifleet: task %s on worker %s was rejected %d times (the limit is %d) and is escalated: it waits "+
+		"for a human's decision. Tell the user what the task is and why you rejected it; do not accept, reject or "+
+		"re-prompt it yourself. The user decides with pifleet-server accept %s or pifleet-server reject %s FEEDBACK.",
+		t.ID, t.InstanceID, t.Rejects, t.MaxRejects, t.ID, t.ID)
+	return controlapi.Wake{Key: t.ID + ":escalated:" + seqText(seqOf(t)), Kind: controlapi.WakeEscalated, TaskID: t.ID,
+		InstanceID: t.InstanceID, Agent: t.Agent, Seq: seqOf(t), Text: text}
+}
