@@ -22,6 +22,7 @@ import (
 	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/pirpc"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -37,8 +38,14 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 	t.Helper()
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
+	// The real pi gets the offline provider through the bundle.
+	faux, err := os.ReadFile(pitest.FauxProvider(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	src := source(t, map[string]string{
-		"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`,
+		"ext/faux-provider.ts": string(faux),
+		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`,
 	})
 	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -287,5 +294,129 @@ func TestToolsObeyTrust(t *testing.T) {
 	// Stopping is spawning's kind: allowed.
 	if _, err := fl.c.CallTool(ctx, "remote_stop", json.RawMessage(`{"instanceId":"`+id+`"}`), nil); err != nil {
 		t.Errorf("remote_stop on an allow-only machine: %v", err)
+	}
+}
+
+// orchestratorScript is the orchestrating model's part (the faux
+// provider's PIFLEET_FAUX_SCRIPT): one step per model call. It spawns two
+// workers, gives the first a task and asks the second a blocking question,
+// then waits; the wakes alone drive the review: reject with feedback, then
+// accept with stop.
+const orchestratorScript = `tool: remote_spawn {"host":"box","cwd":"CWD","bundle":"default"}
+---
+tool: remote_prompt {"instanceId":"${instanceId}","text":"say: first try","wait":false}
+---
+tool: remote_spawn {"host":"box","cwd":"CWD","bundle":"default"}
+---
+tool: remote_prompt {"instanceId":"${instanceId}","text":"say: pong"}
+---
+tool: remote_stop {"instanceId":"${instanceId}"}
+---
+say: waiting for the task
+---
+tool: remote_reject {"taskId":"${taskId}","feedback":"say: second try"}
+---
+say: sent back
+---
+tool: remote_accept {"taskId":"${taskId}","disposition":"stop"}
+---
+say: orchestration over
+`
+
+// TestPiOrchestratesTheReviewLoop is seed §4 and §7 with three real pi
+// processes and zero tokens: an orchestrator pi with the pifleet extension
+// (and the faux provider's script as its model) spawns two worker pis on a
+// real agent through pifleet-server, prompts them, is woken by the task's
+// task_done with no input from the test, rejects it with feedback, is woken
+// by the revision's, and accepts with stop. Each task_done wakes it once.
+func TestPiOrchestratesTheReviewLoop(t *testing.T) {
+	pitest.Find(t)
+	fl := startLLMFleet(t, pitest.RealPi, controlapi.PolicySteer)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
+	defer cancel()
+
+	extDir := t.TempDir()
+	status, out, errOut := runCLI(t, "pi-extension", "--dir", extDir)
+	if status != 0 || strings.TrimSpace(out) != filepath.Join(extDir, "pifleet.ts") {
+		t.Fatalf("pi-extension: %d %q %s", status, out, errOut)
+	}
+	scriptFile := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(scriptFile, []byte(strings.ReplaceAll(orchestratorScript, "CWD", fl.dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := fl.c.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	orch := pitest.Start(t, pitest.RealPi, pitest.Options{
+		Args: []string{"-e", strings.TrimSpace(out)},
+		Env:  []string{"PIFLEET_API=" + fl.api.String(), "PIFLEET_FAUX_SCRIPT=" + scriptFile},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("orchestrator stderr:\n%s", orch.Stderr())
+		}
+	})
+	if err := orch.Client.Prompt(ctx, "Orchestrate the fleet."); err != nil {
+		t.Fatal(err)
+	}
+	// The fleet sees the whole review: the task accepted, its worker
+	// stopped.
+	var task string
+	until(t, w, "the task's acceptance", func(ch controlapi.Change) bool {
+		if ch.Kind == controlapi.ChangeTaskDone && task == "" {
+			task = ch.TaskID
+		}
+		return ch.Kind == controlapi.ChangeTaskState && ch.TaskID == task && task != "" && ch.To == "accepted"
+	})
+	orch.Until(t, func(l pirpc.Line) bool {
+		return l.Event != nil && strings.Contains(string(l.Raw), `"type":"message_end"`) && strings.Contains(string(l.Raw), "orchestration over")
+	})
+
+	tasks, err := fl.c.Tasks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tasks {
+		if tk.ID == task && (tk.Rejects != 1 || tk.LastDone == nil || tk.LastDone.LastAssistantMessage != "second try") {
+			t.Errorf("task after the review: %+v", tk)
+		}
+	}
+	st, err := fl.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Instances) != 2 {
+		t.Errorf("instances: %+v", st.Instances)
+	}
+	for _, in := range st.Instances {
+		if in.State != "stopped" {
+			t.Errorf("a worker is %s after the orchestration: %+v", in.State, in)
+		}
+	}
+
+	// The orchestrator's session: two wakes, one per task_done, each
+	// framed; and the tool results it acted on.
+	files, _ := filepath.Glob(filepath.Join(orch.Spec.SessionDir, "*", "*.jsonl"))
+	more, _ := filepath.Glob(filepath.Join(orch.Spec.SessionDir, "*.jsonl"))
+	files = append(files, more...)
+	if len(files) != 1 {
+		t.Fatalf("orchestrator session files: %v", files)
+	}
+	_, entries := pitest.SessionEntries(t, files[0])
+	var wakeTexts []string
+	for _, e := range entries {
+		if e["type"] == "custom_message" && e["customType"] == "pifleet-wake" {
+			s, _ := e["content"].(string)
+			wakeTexts = append(wakeTexts, s)
+		}
+	}
+	if len(wakeTexts) != 2 {
+		t.Fatalf("the orchestrator was woken %d times, want once per task_done (2): %q", len(wakeTexts), wakeTexts)
+	}
+	if !strings.Contains(wakeTexts[0], "\n| first try\n") || !strings.Contains(wakeTexts[1], "\n| second try\n") {
+		t.Errorf("wakes: %q", wakeTexts)
 	}
 }
