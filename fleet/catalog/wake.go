@@ -119,14 +119,14 @@ func wakeOfTask(t controlapi.Task) (controlapi.Wake, bool) {
 	return controlapi.Wake{}, false
 }
 
-func seqOf(t controlapi.Task) float64 {
+func seqOf(t controlapi.Task) int64 {
 	if t.LastDone == nil {
 		return 0
 	}
 	return t.LastDone.Seq
 }
 
-func seqText(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+func seqText(n int64) string { return strconv.FormatInt(n, 10) }
 
 // doneWake tells the model that a task finished a run and awaits review.
 func doneWake(t controlapi.Task) controlapi.Wake {

@@ -103,7 +103,7 @@ type Wake struct {
 	TaskID     string   `json:"taskId"`
 	InstanceID string   `json:"instanceId,omitempty"`
 	Agent      string   `json:"agent,omitempty"`
-	Seq        float64  `json:"seq,omitempty"`
+	Seq        int64    `json:"seq,omitempty"`
 	Status     string   `json:"status,omitempty"`
 	// Text is the message for the model, worker output in it framed as
 	// untrusted data.
