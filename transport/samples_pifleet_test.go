@@ -48,5 +48,7 @@ func pifleetFrameSamples() []Frame {
 		// Extensions of v1 frames.
 		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
 		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},
+		&SpawnedFrame{Header: Header{ID: "r-14"}, Instance: InstanceInfo{InstanceID: "i-4", Cwd: "/home/u/api", State: InstanceRunning,
+			Model: &ModelRef{Provider: "p", ID: "m"}, ModelPinned: true}},
 	}
 }

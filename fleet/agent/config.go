@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,11 +222,16 @@ func (c Config) withDefaults() (Config, error) {
 		ts := &identity.Tailscale{Log: c.Logger}
 		c.IPProvider = ts.IPv4
 	}
+	var dial []string
 	for _, addr := range c.Dial {
 		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
 			return c, fmt.Errorf("%w: Dial address %q: want HOST:PORT", ErrConfig, addr)
 		}
+		if !slices.Contains(dial, addr) { // one connection per address
+			dial = append(dial, addr)
+		}
 	}
+	c.Dial = dial
 	if c.RebindInterval <= 0 {
 		c.RebindInterval = DefaultRebindInterval
 	}

@@ -143,6 +143,11 @@ func TestDialAddressMustBeHostPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c, err := Config{Pin: trust.Pin{Machine: pinned}, Whois: whois, StateDir: t.TempDir(),
+		Dial: []string{"a:1", "b:2", "a:1"}}.withDefaults()
+	if err != nil || strings.Join(c.Dial, ",") != "a:1,b:2" {
+		t.Errorf("Dial a:1,b:2,a:1 = %v, %v; want each address once", c.Dial, err)
+	}
 	for _, addr := range []string{"nohost", "box:", ""} {
 		_, err := Config{Pin: trust.Pin{Machine: pinned}, Whois: whois, StateDir: t.TempDir(), Dial: []string{addr}}.withDefaults()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), fmt.Sprintf("%q", addr)) {
