@@ -192,8 +192,8 @@ func processEnv(base []string, extra ...string) []string {
 // agentWorld is what a restarted pifleet-agent shares with its
 // predecessor: its port, state directory, worker and worker cwd.
 type agentWorld struct {
-	bin, addr, cwd string
-	args, env      []string
+	bin, addr, cwd, stateDir string
+	args, env                []string
 }
 
 // newAgentWorld prepares a pifleet-agent announcing machine, obeying only
@@ -213,7 +213,7 @@ func newAgentWorld(t *testing.T, machine, pin, whois string) *agentWorld {
 	// were killed: whatever worker they left running is stopped, and the
 	// test fails naming it.
 	e2ekit.CleanupWorkers(t, stateDir)
-	return &agentWorld{bin: bin, addr: addr, cwd: ps.Dir,
+	return &agentWorld{bin: bin, addr: addr, cwd: ps.Dir, stateDir: stateDir,
 		args: []string{"serve", "--listen", addr, "--machine", machine, "--server", pin, "--whois-static", whois,
 			"--state-dir", stateDir, "--pi", ps.Path},
 		env: processEnv(ps.Env, "PIFLEET_SESSIONS_ROOT="+filepath.Join(ps.AgentDir, "sessions"))}

@@ -91,14 +91,44 @@ func (c *ServeCmd) Run(log zerolog.Logger, out *Output) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go onSignals(sigs, done, cancel, func(code int) { os.Exit(code) }, log)
 	runErr := a.Run(ctx)
 	closeErr := a.Close()
 	if runErr != nil {
 		return runErr
 	}
 	return closeErr
+}
+
+// onSignals ends the agent on the first SIGINT or SIGTERM (cancel: Run
+// returns at once, the workers keep running under their shims), and
+// exits at once on a second one, without waiting for the shutdown to end.
+// done closes when the agent has shut down.
+func onSignals(sigs <-chan os.Signal, done <-chan struct{}, cancel func(), exit func(int), log zerolog.Logger) {
+	select {
+	case s := <-sigs:
+		log.Info().Stringer("signal", s).Msg("shutting down; the workers keep running for the next agent (a second signal exits at once)")
+		cancel()
+	case <-done:
+		return
+	}
+	select {
+	case s := <-sigs:
+		log.Warn().Stringer("signal", s).Msg("second signal: exiting now")
+		code := 1
+		if n, ok := s.(syscall.Signal); ok {
+			code = 128 + int(n)
+		}
+		exit(code)
+	case <-done:
+	}
 }
 
 func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error) {

@@ -69,6 +69,7 @@ type Agent struct {
 	runCancel context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	execClose sync.Once
 }
 
 // New checks cfg, opens the agent's database and bundle cache under
@@ -153,6 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	err := a.listen(ctx)
 	cancel() // a listener that failed ends the rest too
+	a.letGo()
 	a.wg.Wait()
 	return err
 }
@@ -165,33 +167,45 @@ func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
 		a.runCancel()
-		a.mu.Lock()
-		a.closed = true
-		peers := make([]*peer, 0, len(a.peers))
-		for p := range a.peers {
-			peers = append(peers, p)
-		}
-		insts := make([]*instance, 0, len(a.instances))
-		for _, in := range a.instances {
-			insts = append(insts, in)
-		}
-		a.mu.Unlock()
-		if a.exec != nil {
-			// Shutdown aborts every command (reference 1.9); their exits
-			// still reach the owners.
-			_ = a.exec.Close()
-		}
-		for _, p := range peers {
-			p.conn.Close()
-		}
-		for _, in := range insts {
-			in.detach() // ends its event pump
-		}
+		a.letGo()
 		a.wg.Wait()
 		a.handles.close()
 		err = a.store.Close()
 	})
 	return err
+}
+
+// letGo stops serving: no connection or worker is taken on from now on,
+// every connection is closed, executions are aborted, and the agent lets
+// go of every worker (each keeps running under its shim, for the next
+// agent to re-adopt), so that every goroutine of the agent ends. Run calls
+// it when its context ends, so that a signalled daemon exits at once
+// whatever the number of workers; Close calls it again (a no-op then).
+func (a *Agent) letGo() {
+	a.mu.Lock()
+	a.closed = true
+	peers := make([]*peer, 0, len(a.peers))
+	for p := range a.peers {
+		peers = append(peers, p)
+	}
+	insts := make([]*instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		insts = append(insts, in)
+	}
+	a.mu.Unlock()
+	if a.exec != nil {
+		// Shutdown aborts every command (reference 1.9); their exits
+		// still reach the owners.
+		a.execClose.Do(func() { _ = a.exec.Close() })
+	}
+	for _, p := range peers {
+		p.conn.Close()
+	}
+	var detaching sync.WaitGroup
+	for _, in := range insts {
+		detaching.Go(in.detach) // ends its event pump; bounded each
+	}
+	detaching.Wait()
 }
 
 // listen binds, serves, and rebinds when the provided address changes.

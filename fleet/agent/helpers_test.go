@@ -181,7 +181,10 @@ func newHarness(t testing.TB, o hopts) *harness {
 }
 
 func (h *harness) run() {
-	go func() { h.done <- h.a.Run(h.t.Context()) }()
+	// Not the test's context: it ends before the cleanups run, and Run
+	// lets go of every worker when its context ends, while shutdown
+	// still has to stop them. Close ends Run.
+	go func() { h.done <- h.a.Run(context.WithoutCancel(h.t.Context())) }()
 	select {
 	case <-h.a.Ready():
 	case err := <-h.done:

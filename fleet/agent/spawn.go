@@ -391,9 +391,21 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		in.pinModel(true)
 	}
 	a.mu.Lock()
-	a.instances[id] = in
-	a.order = append(a.order, id)
+	closed := a.closed
+	if !closed {
+		a.instances[id] = in
+		a.order = append(a.order, id)
+	}
 	a.mu.Unlock()
+	if closed {
+		// The agent shuts down: nobody would ever learn of this worker.
+		if _, err := w.Stop(context.WithoutCancel(ctx)); err != nil {
+			in.log.Warn().Err(err).Msg("stop of a worker spawned during shutdown")
+		}
+		<-in.pumpDone
+		a.forget(id)
+		return nil, refuse(CodeSpawnFailed, "the agent is shutting down")
+	}
 	in.recordSession()
 	a.rescanSessions()
 	return in, nil
