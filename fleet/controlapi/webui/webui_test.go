@@ -394,6 +394,28 @@ func TestRequestsWithoutSessionOrCSRFAreRefused(t *testing.T) {
 	}
 }
 
+func (f *fakeFleet) Abort(_ context.Context, id string) error {
+	f.record("abort " + id)
+	return nil
+}
+
+func (f *fakeFleet) Steer(_ context.Context, id, text string) error {
+	f.record(fmt.Sprintf("steer %s %q", id, text))
+	return nil
+}
+
+func (f *fakeFleet) SearchSessions(_ context.Context, q controlapi.SessionSearch) (controlapi.SearchResult, error) {
+	f.record(fmt.Sprintf("search %q", q.Query))
+	return controlapi.SearchResult{Hits: []controlapi.SessionHit{{Machine: "box-0", SessionID: "01a2b3c4",
+		Path: "/home/ana/.pi/agent/sessions/--src-api--/base.jsonl", Snippet: "…the <b>retry</b> loop backs off…"}}}, nil
+}
+
+func (f *fakeFleet) Resume(_ context.Context, req controlapi.ResumeRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	f.record(fmt.Sprintf("resume %s %s %s", req.Session, req.Machine, req.Mode))
+	progress(controlapi.SpawnProgress{Phase: "accepted"})
+	return controlapi.SpawnResult{InstanceID: "i-3f9a21c0"}, nil
+}
+
 func (f *fakeFleet) UIAnswer(_ context.Context, id string, v json.RawMessage) error {
 	f.record(fmt.Sprintf("ui %s %s", id, v))
 	return nil
@@ -460,10 +482,27 @@ func TestShowcase(t *testing.T) {
 	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'answered')`); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.Calls(); len(got) != 1 || got[0] != "ui ui-12 true" {
-		t.Errorf("backend calls %q, want the dialog answered true", got)
+	// Abort on the running worker's card, steer from its page.
+	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`[data-instance="i-3f9a21c0"] .card-actions button:nth-child(2)`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'abort sent')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/worker/i-3f9a21c0'`),
+		chromedp.WaitVisible(chromedp.CSS("#w-text")),
+		chromedp.SendKeys(chromedp.CSS("#w-text"), "also run the race detector"),
+		chromedp.Click(chromedp.CSS("#w-steer"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'steering message queued')`); err != nil {
+		t.Fatal(err)
 	}
 	// Steering buttons follow the machine's trust policy: mac-mini is allow.
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/workers'`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-d5510b4e"]`))); err != nil {
+		t.Fatal(err)
+	}
 	dis, err := browsertest.Eval[bool](ctx, step, `document.querySelector('[data-instance="i-d5510b4e"] button.danger').disabled`)
 	if err != nil || !dis {
 		t.Errorf("stop on an allow machine's worker enabled (%v)", err)
@@ -489,4 +528,27 @@ func TestShowcase(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot(t, ctx, "review")
+
+	// Sessions: the list, a search (its snippet shown as text), a resume.
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/sessions'`),
+		chromedp.WaitVisible(chromedp.CSS(`#sessions tr button`)),
+		chromedp.SendKeys(chromedp.CSS("#search-q"), "retry"),
+		chromedp.Click(chromedp.CSS(`#search-form button[type="submit"]`))); err != nil {
+		t.Fatal(err)
+	}
+	snip, err := browsertest.Until[string](ctx, step, `document.querySelector('#hits .hit .snip')?.textContent`)
+	if err != nil || snip != "…the <b>retry</b> loop backs off…" {
+		t.Errorf("search snippet %q (%v)", snip, err)
+	}
+	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`#hits .hit button`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `location.hash === '#/worker/i-3f9a21c0'`); err != nil {
+		t.Fatalf("resume did not open the worker: %v", err)
+	}
+	want := []string{"ui ui-12 true", "abort i-3f9a21c0", `steer i-3f9a21c0 "also run the race detector"`, `search "retry"`,
+		"resume /home/ana/.pi/agent/sessions/--src-api--/base.jsonl box-0 clone"}
+	if got := b.Calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("backend calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
