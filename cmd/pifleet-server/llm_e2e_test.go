@@ -61,7 +61,7 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
 		StateDir: agentDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
-		StopGrace: 2 * time.Second, SessionsPoll: -1,
+		StopGrace: 2 * time.Second, SessionsPoll: -1, ExecPolicy: agent.ExecFull,
 	})
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + agentAddr}, WhoisStatic: []string{"127.0.0.1=box"}}
@@ -155,7 +155,8 @@ func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
 	}
 	for _, want := range []string{"fleet_status", "fleet_tasks", "fleet_sessions", "fleet_baselines", "remote_spawn", "remote_prompt",
 		"remote_output", "remote_abort", "remote_stop", "remote_accept", "remote_reject", "remote_baseline", "remote_model",
-		"remote_steer", "remote_resume", "remote_tools", "remote_rebundle", "remote_ui_answer"} {
+		"remote_steer", "remote_resume", "remote_tools", "remote_rebundle", "remote_ui_answer",
+		"remote_read", "remote_ls", "remote_grep", "remote_diff", "remote_exec", "remote_exec_output", "remote_exec_list", "remote_exec_abort"} {
 		if !names[want] {
 			t.Errorf("the MCP server lacks tool %s (has %v)", want, names)
 		}
@@ -190,6 +191,31 @@ func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
 		t.Fatalf("remote_spawn: %s", out)
 	}
 	id := m[1]
+
+	// The worker's tree, read through its agent, and a command run in it.
+	if err := os.WriteFile(filepath.Join(fl.dir, "notes.txt"), []byte("alpha\nbeta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := must("remote_ls", map[string]any{"instanceId": id}); !strings.Contains(out, "\n| notes.txt\t") {
+		t.Errorf("remote_ls: %s", out)
+	}
+	if out := must("remote_read", map[string]any{"instanceId": id, "path": "notes.txt"}); !strings.Contains(out, "beta") {
+		t.Errorf("remote_read: %s", out)
+	}
+	if out := must("remote_grep", map[string]any{"instanceId": id, "pattern": "^be"}); !strings.Contains(out, "notes.txt:2:beta") {
+		t.Errorf("remote_grep: %s", out)
+	}
+	if out := must("remote_exec", map[string]any{"instanceId": id, "command": "seq 1 3000; echo oops >&2; exit 3"}); !strings.Contains(out, "exited with status 3") ||
+		!strings.Contains(out, "\n| 3000\n") || strings.Contains(out, "\n| 1\n") || !strings.Contains(out, "\n| oops\n") {
+		t.Errorf("remote_exec (the last 2,000 lines, the status): %.600s", out)
+	}
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "remote_exec", Arguments: map[string]any{"instanceId": id, "command": "echo later", "wait": false}})
+	if err != nil || res.IsError {
+		t.Fatalf("remote_exec wait=false: %v %+v", err, res)
+	}
+	if out := must("remote_exec_list", map[string]any{"host": "box"}); !strings.Contains(out, "execId") {
+		t.Errorf("remote_exec_list: %s", out)
+	}
 
 	// A blocking prompt returns the reply, framed as the worker's.
 	if out := must("remote_prompt", map[string]any{"instanceId": id, "text": "say: pong"}); !strings.Contains(out, "\n| pong\n") {

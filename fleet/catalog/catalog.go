@@ -37,6 +37,15 @@ type Fleet interface {
 	SearchSessions(ctx context.Context, q controlapi.SessionSearch) (controlapi.SearchResult, error)
 	CreateBaseline(ctx context.Context, req controlapi.BaselineRequest) (controlapi.Baseline, error)
 	Resume(ctx context.Context, req controlapi.ResumeRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error)
+
+	Diff(ctx context.Context, instanceID string, q controlapi.DiffQuery) (controlapi.FileResult, error)
+	ReadFile(ctx context.Context, instanceID string, q controlapi.ReadQuery) (controlapi.FileResult, error)
+	ListDir(ctx context.Context, instanceID, path string) (controlapi.FileResult, error)
+	Grep(ctx context.Context, instanceID string, q controlapi.GrepQuery) (controlapi.FileResult, error)
+
+	Exec(ctx context.Context, req controlapi.ExecRequest, started func(controlapi.ExecStarted), output func(controlapi.ExecOutput)) (controlapi.ExecResult, error)
+	ExecAbort(ctx context.Context, machine, execID string) error
+	Executions(ctx context.Context, machine string) ([]controlapi.Execution, error)
 }
 
 // Bounds of what a tool returns to the model (those of the TypeScript
@@ -58,13 +67,16 @@ type Catalog struct {
 	f      Fleet
 	tools  []*tool
 	byName map[string]*tool
+	// execs are the commands remote_exec started in the background.
+	execs execStore
 }
 
 var _ controlapi.Tools = (*Catalog)(nil)
 
 // New returns the catalogue acting on f.
 func New(f Fleet) *Catalog {
-	c := &Catalog{f: f, tools: definitions(), byName: map[string]*tool{}}
+	c := &Catalog{f: f, byName: map[string]*tool{}}
+	c.tools = append(append(definitions(), fileTools()...), execTools(&c.execs)...)
 	for _, t := range c.tools {
 		if c.byName[t.name] != nil {
 			panic("catalog: tool " + t.name + " defined twice")
@@ -83,7 +95,9 @@ type tool struct {
 	// timeout bounds a call; a tool with a timeoutSeconds parameter lets
 	// the model choose up to maxTimeout.
 	timeout, maxTimeout time.Duration
-	run                 func(ctx context.Context, c *call) (controlapi.ToolResult, error)
+	// maxChars bounds the result (MaxResultChars when 0).
+	maxChars int
+	run      func(ctx context.Context, c *call) (controlapi.ToolResult, error)
 }
 
 // param is one argument of a tool.
@@ -226,7 +240,11 @@ func (c *Catalog) Call(ctx context.Context, name string, args json.RawMessage, p
 			if o.err != nil {
 				return controlapi.ToolResult{}, explain(t, ctx, o.err, timeout)
 			}
-			o.res.Text = cutHead(o.res.Text, MaxResultChars)
+			limit := t.maxChars
+			if limit == 0 {
+				limit = MaxResultChars
+			}
+			o.res.Text = cutHead(o.res.Text, limit)
 			return o.res, nil
 		case <-tick:
 			el := time.Since(cl.started)
