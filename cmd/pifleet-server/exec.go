@@ -25,6 +25,15 @@ func (b *fleetBackend) Exec(ctx context.Context, req controlapi.ExecRequest, sta
 	fr := fleet.ExecRequest{Argv: req.Argv, Shell: req.Shell, Cwd: req.Cwd,
 		Timeout: time.Duration(req.TimeoutSeconds * float64(time.Second))}
 	machine := req.Machine
+	if req.InstanceID != "" {
+		// Known before the command starts: started may be called before
+		// Exec returns.
+		for _, is := range b.f.Status(ctx).Instances {
+			if is.InstanceID == req.InstanceID {
+				machine = is.Agent
+			}
+		}
+	}
 	if started != nil {
 		fr.OnStart = func(id string) { started(controlapi.ExecStarted{Machine: machine, ExecID: id}) }
 	}
@@ -42,9 +51,7 @@ func (b *fleetBackend) Exec(ctx context.Context, req controlapi.ExecRequest, sta
 		if in, err = b.instance(req.InstanceID); err != nil {
 			return controlapi.ExecResult{}, err
 		}
-		if x, err = in.Exec(ctx, fr); err == nil {
-			machine = x.Agent()
-		}
+		x, err = in.Exec(ctx, fr)
 	} else {
 		x, err = b.f.Exec(ctx, req.Machine, fr)
 	}
