@@ -681,7 +681,9 @@ function reviewCard(t) {
   const disposition = h("select", { "aria-label": "after accepting", class: "disposition" },
     h("option", { value: "keep_idle" }, "keep the worker idle"), h("option", { value: "stop" }, "stop the worker"));
   const diffBox = h("div", { class: "diff-box" }, h("p", { class: "muted" }, "loading the diff…"));
-  loadDiff(t.instanceId, diffBox);
+  // A task on its own branch is reviewed against its base; otherwise the
+  // working tree against HEAD.
+  loadDiff(t.instanceId, diffBox, !!t.branch);
   const last = (t.lastDone && (t.lastDone.lastAssistantMessage || t.lastDone.summary)) || "";
   return h("article", { class: "panel review", dataset: { task: t.id } },
     h("div", { class: "review-head" }, h("h3", {}, t.id), badge(t.state),
@@ -691,7 +693,7 @@ function reviewCard(t) {
     h("div", { class: "prompt" }, t.prompt || ""),
     (t.feedback || []).length ? h("ol", { class: "feedback-list" }, t.feedback.map((f) => h("li", {}, f.text))) : null,
     h("div", {}, h("div", { class: "who muted" }, "last message"), h("div", { class: "last" }, last || "(none)")),
-    h("details", { open: true }, h("summary", {}, "Changes in the working tree"), diffBox),
+    h("details", { open: true }, h("summary", {}, t.branch ? "Changes on " + t.branch + " since " + (t.base || "its base") : "Changes in the working tree"), diffBox),
     h("div", { class: "review-actions" },
       h("div", { class: "stack" }, disposition,
         h("button", { class: "primary accept", disabled: !allowed,
@@ -708,12 +710,12 @@ function reviewCard(t) {
     allowed ? null : h("p", { class: "hint" }, "The trust policy of " + agent + " does not let this page review its workers."));
 }
 
-// loadDiff shows the worker's working-tree diff (the control API's diff
-// of the instance's cwd, when the server has it).
-async function loadDiff(instanceId, box) {
+// loadDiff shows the worker's diff: of its working tree, or of its task's
+// branch against the base it started from.
+async function loadDiff(instanceId, box, againstBase) {
   let text, r;
   try {
-    r = await api("GET", "/instances/" + seg(instanceId) + "/diff");
+    r = await api("GET", "/instances/" + seg(instanceId) + "/diff" + (againstBase ? "?base=true" : ""));
     text = typeof r === "string" ? r : (r && (r.text ?? r.diff)) || "";
   } catch (e) {
     replace(box, h("p", { class: "muted" }, "No diff: " + e.message));

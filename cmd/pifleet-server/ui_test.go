@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/pifleet/fleet/controlapi"
+)
+
+// TestUIPrintsAOneTimeLogin: bare `ui` asks the server for a login and
+// prints its link; a server without a page says how to start one; `ui
+// answer` is still the dialog command.
+func TestUIPrintsAOneTimeLogin(t *testing.T) {
+	b := &scriptedBackend{}
+	status, _, errOut := runCLI(t, "ui", "--no-open", apiServer(t, b))
+	if status == 0 || !strings.Contains(errOut, "serve --ui") {
+		t.Errorf("ui against a server without a page: %d %q", status, errOut)
+	}
+
+	// A server that mints logins for a page.
+	addr := controlapi.DefaultAddr(socketDir(t))
+	l, err := controlapi.Listen(addr, controlapi.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := controlapi.NewWebAuth("http://127.0.0.1:9791", "tok")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- controlapi.Serve(ctx, l, controlapi.NewServer(b, controlapi.WithWebAuth(auth)), time.Second) }()
+	t.Cleanup(func() { cancel(); <-done })
+	status, out, errOut := runCLI(t, "ui", "--no-open", "--api="+addr.String())
+	if status != 0 || !strings.HasPrefix(out, "http://127.0.0.1:9791/login?code=") || !strings.Contains(errOut, "once") {
+		t.Fatalf("ui: %d %q %q", status, out, errOut)
+	}
+	status, out, _ = runCLI(t, "ui", "--no-open", "--json", "--api="+addr.String())
+	if status != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9791/login?code=`) || !strings.Contains(out, `"expiresAt"`) {
+		t.Errorf("ui --json: %d %q", status, out)
+	}
+	if status, _, errOut := runCLI(t, "ui", "answer", "--help"); status != 0 {
+		t.Errorf("ui answer --help: %d %s", status, errOut)
+	}
+}
+
+func TestServeUIRefusesARemoteAddressUnlessAllowed(t *testing.T) {
+	c := &ServeCmd{UI: "0.0.0.0:0"}
+	if _, err := c.uiListen(); err == nil || !strings.Contains(err.Error(), "not a loopback") {
+		t.Errorf("--ui 0.0.0.0:0: %v, want a refusal", err)
+	}
+	c = &ServeCmd{UI: ":0"}
+	l, err := c.uiListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if host, _, _ := net.SplitHostPort(l.Addr().String()); host != "127.0.0.1" {
+		t.Errorf("--ui :0 listens on %s, want loopback", l.Addr())
+	}
+	if _, err := (&ServeCmd{UI: "unix:/tmp/x.sock"}).uiListen(); err == nil {
+		t.Error("--ui on a unix socket accepted")
+	}
+}
