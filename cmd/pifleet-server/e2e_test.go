@@ -28,7 +28,15 @@ const e2eWait = 60 * time.Second
 // worker, behind this test binary as their shim.
 func startWorkerAgent(t *testing.T, reg string) string {
 	t.Helper()
-	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
+	return startAgentOfKind(t, reg, pitest.Scripted)
+}
+
+// startAgentOfKind runs a real agent whose workers are of that kind: the
+// scripted worker, or the real pi (offline, on the faux provider the
+// bundle ships; the test skips without it).
+func startAgentOfKind(t *testing.T, reg string, kind pitest.Kind) string {
+	t.Helper()
+	ps := pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=box")
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +45,18 @@ func startWorkerAgent(t *testing.T, reg string) string {
 	// Before the agent's own cleanup, so it runs after it: a test that
 	// fails before it stopped its workers leaves none running.
 	e2ekit.CleanupWorkers(t, stateDir)
-	return runAgent(t, agent.Config{
+	cfg := agent.Config{
 		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
 		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1,
-	})
+	}
+	if kind == pitest.RealPi {
+		// Offline, and nothing of the machine's own pi configuration.
+		cfg.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
+		cfg.StopGrace = 10 * time.Second
+	}
+	return runAgent(t, cfg)
 }
 
 // until reads the watch stream until ok accepts a change.

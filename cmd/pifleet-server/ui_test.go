@@ -29,7 +29,9 @@ func TestUIPrintsAOneTimeLogin(t *testing.T) {
 	auth := controlapi.NewWebAuth("http://127.0.0.1:9791", "tok")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- controlapi.Serve(ctx, l, controlapi.NewServer(b, controlapi.WithWebAuth(auth)), time.Second) }()
+	go func() {
+		done <- controlapi.Serve(ctx, l, controlapi.NewServer(b, controlapi.WithWebAuth(auth)), time.Second)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	status, out, errOut := runCLI(t, "ui", "--no-open", "--api="+addr.String())
 	if status != 0 || !strings.HasPrefix(out, "http://127.0.0.1:9791/login?code=") || !strings.Contains(errOut, "once") {

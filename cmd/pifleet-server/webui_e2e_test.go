@@ -10,39 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"example.com/pifleet/bundle/registry"
-	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/browsertest"
-	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/pitest"
-	"example.com/pifleet/transport/identity"
-	"example.com/pifleet/transport/trust"
 )
-
-// startRealPiAgent runs a real agent whose workers are the real pi on the
-// faux provider.
-func startRealPiAgent(t *testing.T, reg string) string {
-	t.Helper()
-	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
-	whois, err := identity.ParseStatic("127.0.0.1=box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateDir := socketDir(t)
-	e2ekit.CleanupWorkers(t, stateDir)
-	return runAgent(t, agent.Config{
-		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
-		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
-		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
-		// Offline, and nothing of the machine's own pi configuration.
-		PiArgs:    []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"},
-		StopGrace: 10 * time.Second, SessionsPoll: -1,
-	})
-}
 
 // gitRepo makes a repository with one committed file.
 func gitRepo(t *testing.T) string {
@@ -83,7 +57,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
-		Agent: []string{"box=" + startRealPiAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}, UI: "127.0.0.1:0"}
+		Agent: []string{"box=" + startAgentOfKind(t, reg, pitest.RealPi)}, WhoisStatic: []string{"127.0.0.1=box"}, UI: "127.0.0.1:0"}
 	s, c := startServe(t, cmd)
 	if s.UI == "" {
 		t.Fatal("serve --ui reported no page URL")
@@ -160,7 +134,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 	if !inOrder(strings.Split(history, " → "), "requested", "provisioning", "idle") {
 		t.Errorf("card history %q", history)
 	}
-	shot(t, ctx, "workers")
+	browsertest.Shot(t, ctx, "workers", false)
 
 	// A tracked task typed into the worker's page.
 	run("send a task",
@@ -173,7 +147,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 	until("the tool call in the transcript", `document.querySelector('#w-transcript li.tool .tool-name')?.textContent === 'write' && 'yes'`)
 	run("open the diagram", chromedp.Click(chromedp.CSS("#w-diagram-box summary")),
 		chromedp.WaitVisible(chromedp.CSS(`#w-diagram svg .st.current[data-state="awaiting_review"]`)))
-	shot(t, ctx, "worker")
+	browsertest.Shot(t, ctx, "worker", false)
 
 	// Review: the diff, then a rejection typed into the page.
 	run("open the review", chromedp.Click(chromedp.CSS(`#nav a[data-view="review"]`)))
@@ -182,7 +156,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 	if !strings.Contains(diff, "-the app") {
 		t.Errorf("diff %q lacks the removed line", diff)
 	}
-	shot(t, ctx, "review")
+	browsertest.Shot(t, ctx, "review", false)
 	run("reject with feedback",
 		chromedp.SendKeys(chromedp.CSS(`article.review[data-task="`+task+`"] textarea.feedback`), "say: revised as asked"),
 		chromedp.Click(chromedp.CSS(`article.review[data-task="`+task+`"] button.reject`)))
@@ -211,7 +185,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 		}
 	}
 	run("agents", chromedp.Navigate(s.UI+"/#/agents"), chromedp.WaitVisible(chromedp.CSS(`tr[data-agent="box"]`)))
-	shot(t, ctx, "agents")
+	browsertest.Shot(t, ctx, "agents", false)
 }
 
 // inOrder reports whether want appear in got in that order (others may
@@ -224,27 +198,4 @@ func inOrder(got []string, want ...string) bool {
 		}
 	}
 	return i == len(want)
-}
-
-// shot saves a screenshot of the page when PIFLEET_SCREENSHOTS names a
-// directory (docs/screenshots are made this way).
-func shot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	dir := os.Getenv("PIFLEET_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	c, cancel := context.WithTimeout(ctx, e2eWait)
-	defer cancel()
-	// From the top, without the passing notices.
-	if err := chromedp.Do(c, chromedp.Evaluate[chromedp.Void](`document.getElementById('toasts').replaceChildren(); window.scrollTo(0, 0)`)); err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,4 +132,36 @@ func Eval[T any](ctx context.Context, d time.Duration, expr string) (T, error) {
 	c, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return chromedp.Run(c, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+}
+
+// EnvScreenshots names the directory Shot writes to (the screenshots
+// under docs/ are made this way); Shot does nothing without it.
+const EnvScreenshots = "PIFLEET_SCREENSHOTS"
+
+// Shot saves the whole page as NAME.png, from the top and without the
+// page's passing notices (#toasts), when EnvScreenshots is set; with
+// viewport, only what the screen shows.
+func Shot(t testing.TB, ctx context.Context, name string, viewport bool) {
+	t.Helper()
+	dir := os.Getenv(EnvScreenshots)
+	if dir == "" {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, chromedp.Evaluate[chromedp.Void](
+		`document.getElementById('toasts')?.replaceChildren(); window.scrollTo(0, 0)`)); err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	shoot := chromedp.FullScreenshot(100)
+	if viewport {
+		shoot = chromedp.CaptureScreenshot()
+	}
+	png, err := chromedp.Run(c, shoot)
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -181,7 +181,7 @@ func TestPageFitsAPhone(t *testing.T) {
 			t.Errorf("%s is %d px wide on a %d px screen", view.hash, w[0], w[1])
 		}
 		if view.hash == "#/worker/i-0000" {
-			shotViewport(t, ctx, "phone")
+			browsertest.Shot(t, ctx, "phone", true)
 		}
 	}
 }

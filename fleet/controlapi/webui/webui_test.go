@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -265,7 +263,7 @@ func TestWorkerOutputIsShownAsText(t *testing.T) {
 	if v.Pwned != nil || v.Images != 0 || v.Scripts != 0 {
 		t.Errorf("worker output became markup: %+v", v)
 	}
-	shot(t, ctx, "xss")
+	browsertest.Shot(t, ctx, "xss", false)
 }
 
 func entry(id, message string) json.RawMessage {
@@ -275,47 +273,6 @@ func entry(id, message string) json.RawMessage {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-// shot saves a screenshot when PIFLEET_SCREENSHOTS names a directory
-// (docs/screenshots are made this way).
-func shot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	dir := os.Getenv("PIFLEET_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	c, cancel := context.WithTimeout(ctx, step)
-	defer cancel()
-	// From the top, without the passing notices.
-	if err := chromedp.Do(c, chromedp.Evaluate[chromedp.Void](`document.getElementById('toasts').replaceChildren(); window.scrollTo(0, 0)`)); err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// shotViewport saves what the screen shows, as shot does.
-func shotViewport(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	dir := os.Getenv("PIFLEET_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	c, cancel := context.WithTimeout(ctx, step)
-	defer cancel()
-	png, err := chromedp.Run(c, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestRequestsWithoutSessionOrCSRFAreRefused checks the page's guard at
@@ -473,7 +430,7 @@ func TestShowcase(t *testing.T) {
 	if err := browsertest.Within(ctx, step, chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-e0917aa3"]`))); err != nil {
 		t.Fatal(err)
 	}
-	shot(t, ctx, "fleet")
+	browsertest.Shot(t, ctx, "fleet", false)
 
 	// The dialog, answered on the card.
 	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`[data-instance="i-a41d5e93"] [data-ui="ui-12"] button.primary`))); err != nil {
@@ -520,14 +477,14 @@ func TestShowcase(t *testing.T) {
 	if err != nil || !strings.Contains(lost, "lost") || !strings.Contains(lost, "heartbeat expired") {
 		t.Errorf("lost agent row %q (%v)", lost, err)
 	}
-	shot(t, ctx, "agents")
+	browsertest.Shot(t, ctx, "agents", false)
 
 	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/review'`),
 		chromedp.WaitVisible(chromedp.CSS(`article.review[data-task="t-405"] .diff`)),
 		chromedp.WaitVisible(chromedp.CSS(`article.review[data-task="t-ui"]`))); err != nil {
 		t.Fatal(err)
 	}
-	shot(t, ctx, "review")
+	browsertest.Shot(t, ctx, "review", false)
 
 	// Sessions: the list, a search (its snippet shown as text), a resume.
 	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/sessions'`),
