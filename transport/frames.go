@@ -151,6 +151,10 @@ type SpawnFrame struct {
 	Model       *ModelRef
 	Env         map[string]string
 	Budget      *Budget
+	// Isolation (pifleet addition) runs the worker in a git worktree of
+	// its own. A TypeScript agent ignores it, so a pifleet server sends it
+	// only to an agent announcing CapabilityWorktree.
+	Isolation *Isolation
 }
 
 // FrameType returns "spawn".
@@ -166,6 +170,7 @@ func (f *SpawnFrame) Schema(s *Schema) {
 	OptStruct(s, "model", &f.Model)
 	s.StringMap("env", &f.Env, Optional)
 	OptStruct(s, "budget", &f.Budget)
+	OptStruct(s, "isolation", &f.Isolation)
 }
 
 // SpawnedFrame (A→S) answers spawn with the new instance.
@@ -319,6 +324,9 @@ type TaskDoneFrame struct {
 	Summary              string
 	LastAssistantMessage string
 	Stats                *TaskStats
+	// Worktree (pifleet addition) is the isolated worker's branch, base
+	// and the size of its changes at the end of the task.
+	Worktree *WorktreeStat
 }
 
 // FrameType returns "task_done".
@@ -333,6 +341,7 @@ func (f *TaskDoneFrame) Schema(s *Schema) {
 	s.String("summary", &f.Summary, Required)
 	s.String("lastAssistantMessage", &f.LastAssistantMessage, Optional)
 	OptStruct(s, "stats", &f.Stats)
+	OptStruct(s, "worktree", &f.Worktree)
 }
 
 // TaskDoneAckFrame (S→A) acknowledges a task_done.
@@ -369,6 +378,9 @@ const (
 	DeliverPR     DeliveryMode = "pr"
 	DeliverPatch  DeliveryMode = "patch"
 	DeliverNone   DeliveryMode = "none"
+	// DeliverMerge (pifleet addition) merges the worker's branch into a
+	// target branch.
+	DeliverMerge DeliveryMode = "merge"
 )
 
 // TaskAcceptFrame (S→A) accepts a task's result.
@@ -377,6 +389,8 @@ type TaskAcceptFrame struct {
 	TaskID      string
 	Disposition Disposition
 	Deliver     DeliveryMode
+	// Target and Message (pifleet additions) are as in DeliverFrame.
+	Target, Message string
 }
 
 // FrameType returns "task_accept".
@@ -386,7 +400,9 @@ func (*TaskAcceptFrame) FrameType() string { return TypeTaskAccept }
 func (f *TaskAcceptFrame) Schema(s *Schema) {
 	s.String("taskId", &f.TaskID, Required)
 	Enum(s, "disposition", &f.Disposition, Required, DispositionStop, DispositionKeepIdle)
-	Enum(s, "deliver", &f.Deliver, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverNone)
+	Enum(s, "deliver", &f.Deliver, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverNone, DeliverMerge)
+	s.String("target", &f.Target, Optional)
+	s.String("message", &f.Message, Optional)
 }
 
 // TaskRejectFrame (S→A) sends a task back with feedback.
@@ -411,6 +427,10 @@ type DeliverFrame struct {
 	TaskID     string
 	InstanceID string
 	Mode       DeliveryMode
+	// Target (pifleet addition) is the branch a merge goes into (default:
+	// the branch the worktree started from); Message the commit message
+	// (default: derived from the task).
+	Target, Message string
 }
 
 // FrameType returns "deliver".
@@ -420,7 +440,9 @@ func (*DeliverFrame) FrameType() string { return TypeDeliver }
 func (f *DeliverFrame) Schema(s *Schema) {
 	s.String("taskId", &f.TaskID, Required)
 	s.String("instanceId", &f.InstanceID, Required)
-	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch)
+	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
+	s.String("target", &f.Target, Optional)
+	s.String("message", &f.Message, Optional)
 }
 
 // DeliveredFrame (A→S) answers deliver.
@@ -431,6 +453,10 @@ type DeliveredFrame struct {
 	Branch string
 	PRURL  string
 	Patch  string
+	// Commit and Target (pifleet additions): the branch's head after the
+	// delivery commit, and for a merge the merge commit and the branch it
+	// went into.
+	Commit, Target string
 }
 
 // FrameType returns "delivered".
@@ -439,10 +465,12 @@ func (*DeliveredFrame) FrameType() string { return TypeDelivered }
 // Schema lists delivered's fields.
 func (f *DeliveredFrame) Schema(s *Schema) {
 	s.String("taskId", &f.TaskID, Required)
-	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch)
+	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
 	s.String("branch", &f.Branch, Optional)
 	s.String("prUrl", &f.PRURL, Optional)
 	s.String("patch", &f.Patch, Optional)
+	s.String("commit", &f.Commit, Optional)
+	s.String("target", &f.Target, Optional)
 }
 
 // UIKind is the kind of a worker's UI request.
@@ -553,6 +581,11 @@ func (*SessionHitsFrame) FrameType() string { return TypeSessionHits }
 func (f *SessionHitsFrame) Schema(s *Schema) {
 	Structs(s, "hits", &f.Hits, Required)
 }
+
+// CapabilityWorktree, in an agent's hello, says it runs isolated workers
+// (spawn.isolation), reports their diffs and delivers their work
+// (deliver, task_accept.deliver other than "none").
+const CapabilityWorktree = "worktree"
 
 // CapabilityExec, in an agent's hello, says its exec plane is on: it
 // answers exec_start.
@@ -773,6 +806,10 @@ type FsDiffFrame struct {
 	Staged     bool
 	Stat       bool
 	RevParse   bool
+	// Base (pifleet addition) diffs an isolated worker's worktree against
+	// the commit it started from, new files included (Ref is then
+	// ignored).
+	Base bool
 }
 
 // FrameType returns "fs_diff".
@@ -785,6 +822,7 @@ func (f *FsDiffFrame) Schema(s *Schema) {
 	s.Bool("staged", &f.Staged, Optional)
 	s.Bool("stat", &f.Stat, Optional)
 	s.Bool("revParse", &f.RevParse, Optional)
+	s.Bool("base", &f.Base, Optional)
 }
 
 // FsResultFrame (A→S) answers every fs_* request.

@@ -45,6 +45,8 @@ type InstanceInfo struct {
 	// ModelPinned (pifleet) is set while set_model and cycle_model are
 	// refused and a changed model is set back.
 	ModelPinned bool
+	// Worktree (pifleet addition) is the isolated worker's git worktree.
+	Worktree *WorktreeInfo
 }
 
 // Schema lists InstanceInfo's fields.
@@ -58,6 +60,65 @@ func (i *InstanceInfo) Schema(s *Schema) {
 	s.String("state", (*string)(&i.State), Required)
 	OptStruct(s, "model", &i.Model)
 	s.Bool("modelPinned", &i.ModelPinned, Optional)
+	OptStruct(s, "worktree", &i.Worktree)
+}
+
+// IsolationMode is how a worker is kept apart from the others.
+type IsolationMode string
+
+// IsolationWorktree: a git worktree of the cwd's repository on a new
+// branch.
+const IsolationWorktree IsolationMode = "worktree"
+
+// Isolation asks for a worker in a git worktree of its own (spawn).
+type Isolation struct {
+	Mode IsolationMode
+	// Branch is the new branch (default pifleet/<taskId>-<slug> once its
+	// first task arrives, pifleet/<instanceId> until then); Base the ref
+	// it starts from (default HEAD, on a branch, with no uncommitted
+	// changes).
+	Branch, Base string
+}
+
+// Schema lists Isolation's fields.
+func (i *Isolation) Schema(s *Schema) {
+	Enum(s, "mode", &i.Mode, Required, IsolationWorktree)
+	s.String("branch", &i.Branch, Optional)
+	s.String("base", &i.Base, Optional)
+}
+
+// WorktreeInfo is an isolated worker's git worktree.
+type WorktreeInfo struct {
+	// Repo is the repository (the user's own tree); Path the worktree.
+	Repo, Path string
+	Branch     string
+	// Base is the commit the branch started from; BaseRef the branch it
+	// was taken from, when it was one.
+	Base, BaseRef string
+}
+
+// Schema lists WorktreeInfo's fields.
+func (w *WorktreeInfo) Schema(s *Schema) {
+	s.String("repo", &w.Repo, Required)
+	s.String("path", &w.Path, Required)
+	s.String("branch", &w.Branch, Required)
+	s.String("base", &w.Base, Required)
+	s.String("baseRef", &w.BaseRef, Optional)
+}
+
+// WorktreeStat is an isolated worker's changes against its base.
+type WorktreeStat struct {
+	Branch, Base                 string
+	Files, Insertions, Deletions float64
+}
+
+// Schema lists WorktreeStat's fields.
+func (w *WorktreeStat) Schema(s *Schema) {
+	s.String("branch", &w.Branch, Required)
+	s.String("base", &w.Base, Required)
+	s.Number("files", &w.Files)
+	s.Number("insertions", &w.Insertions)
+	s.Number("deletions", &w.Deletions)
 }
 
 // SessionKind classifies a pi session file.

@@ -19,6 +19,7 @@ import (
 	"example.com/pifleet/bundle/cache"
 	"example.com/pifleet/fleet/agent/internal/agentstore"
 	"example.com/pifleet/fleet/agent/internal/execplane"
+	"example.com/pifleet/fleet/agent/internal/worktree"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
@@ -59,6 +60,7 @@ type Agent struct {
 
 	models modelCache
 	exec   *execplane.Manager // nil unless ExecPolicy is full
+	git    worktree.Git       // isolated workers' worktrees
 
 	outboxKick chan struct{}
 	deliverMu  sync.Mutex // one delivery pass or replay at a time
@@ -114,6 +116,7 @@ func New(cfg Config) (*Agent, error) {
 		outboxKick: make(chan struct{}, 1),
 		runCtx:     ctx,
 		runCancel:  cancel,
+		git:        worktree.Git{Bin: cfg.Git, Env: cfg.Env},
 	}
 	a.models.m = map[string]modelProbe{}
 	if cfg.ExecPolicy == ExecFull {
@@ -147,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.readopt(ctx); err != nil {
 		return err
 	}
+	a.reconcileWorktrees(ctx)
 	a.wg.Go(func() { a.deliverLoop(ctx) })
 	a.wg.Go(func() { a.reportLoop(ctx) })
 	for _, addr := range a.cfg.Dial {
@@ -517,7 +521,8 @@ func (a *Agent) capabilities() []string {
 // "exec-v1".
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
-		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify}
+		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
+		transport.CapabilityWorktree}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -179,6 +179,13 @@ type Config struct {
 	// ExecAuditFile is the audit log of every command started and ended
 	// (default <StateDir>/exec-audit.jsonl, mode 0600).
 	ExecAuditFile string
+	// DeliveryAuthorName and DeliveryAuthorEmail sign the commits that
+	// deliver an isolated worker's work (default "pifleet" and
+	// pifleet@<Machine>).
+	DeliveryAuthorName, DeliveryAuthorEmail string
+	// Git is the git executable for isolated workers (default "git").
+	Git string
+
 	// ExecShell runs shell-mode commands, the command appended (default
 	// bash -lc, or sh -lc without bash).
 	ExecShell []string
@@ -302,6 +309,12 @@ func (c Config) withDefaults() (Config, error) {
 		if !filepath.IsAbs(r) {
 			return c, fmt.Errorf("%w: exec root %q is not an absolute path", ErrConfig, r)
 		}
+	}
+	if c.DeliveryAuthorName == "" {
+		c.DeliveryAuthorName = "pifleet"
+	}
+	if c.DeliveryAuthorEmail == "" {
+		c.DeliveryAuthorEmail = "pifleet@" + c.Machine
 	}
 	if c.ExecAuditFile == "" {
 		c.ExecAuditFile = filepath.Join(c.StateDir, "exec-audit.jsonl")

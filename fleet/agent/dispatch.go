@@ -77,7 +77,9 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 			p.reply(ctx, e)
 		}
 	case *transport.TaskAcceptFrame:
-		async(func() transport.Frame { return a.taskAccept(ctx, f) })
+		async(func() transport.Frame { return a.taskAccept(ctx, p, f) })
+	case *transport.DeliverFrame:
+		async(func() transport.Frame { return a.deliverFrame(ctx, f) })
 	case *transport.TaskRejectFrame:
 		if e := a.taskReject(p, f); e != nil {
 			p.reply(ctx, e)
@@ -209,6 +211,7 @@ func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
 		if err := a.openTask(in, t); err != nil {
 			return errorFrame(f, CodeInternal, err.Error())
 		}
+		a.nameBranch(in, t.id, f.Command)
 		in.mu.Lock()
 		prev, in.task = in.task, t
 		in.mu.Unlock()
@@ -289,19 +292,31 @@ func (a *Agent) uiResponse(f *transport.UIResponseFrame) transport.Frame {
 	return nil
 }
 
-// taskAccept ends a task's review: stop the worker, or keep it idle. Only
-// deliver "none" is supported (delivery modes are not built).
-func (a *Agent) taskAccept(ctx context.Context, f *transport.TaskAcceptFrame) transport.Frame {
-	if f.Deliver != transport.DeliverNone {
-		return errorFrame(f, CodeDeliverUnsupported, fmt.Sprintf("deliver %q is not supported by this agent; use \"none\"", f.Deliver))
-	}
+// taskAccept ends a task's review: deliver its work (an isolated worker:
+// branch, patch, merge; a failed delivery changes nothing and the task
+// stays open), then stop the worker, or keep it idle. A stopped isolated
+// worker's worktree is removed; its branch stays when the work was
+// delivered as a branch or merged, and goes when nothing was delivered.
+func (a *Agent) taskAccept(ctx context.Context, p *peer, f *transport.TaskAcceptFrame) transport.Frame {
 	id := a.taskInstance(f.TaskID)
 	in := a.lookup(id)
 	if in == nil {
 		return errorFrame(f, CodeUnknownTask, "no task "+f.TaskID)
 	}
+	if f.Deliver != transport.DeliverNone {
+		if f.Deliver == transport.DeliverPR {
+			return errorFrame(f, CodeDeliverUnsupported, `deliver "pr" is not supported by this agent; use "branch" and open the pull request yourself`)
+		}
+		d, err := a.deliverWork(ctx, in, deliverRequest{taskID: f.TaskID, mode: f.Deliver, target: f.Target, message: f.Message})
+		if err != nil {
+			return deliveryError(f, err)
+		}
+		p.reply(ctx, d) // before the disposition's answer
+	}
 	if f.Disposition == transport.DispositionStop {
-		return a.stop(ctx, f, id)
+		out := a.stop(ctx, f, id)
+		a.retireWorktree(ctx, in)
+		return out
 	}
 	out := &transport.InstancesFrame{Instances: []transport.InstanceInfo{in.info()}}
 	out.ID = f.ID
@@ -349,6 +364,11 @@ func (a *Agent) fs(ctx context.Context, f transport.Frame) transport.Frame {
 	if in == nil {
 		out := &transport.FsResultFrame{Done: true, Error: &transport.FsError{Code: string(fsservice.CodeUnknownInstance), Message: "no instance " + id}}
 		out.ID = f.Envelope().ID
+		return out
+	}
+	if d, ok := f.(*transport.FsDiffFrame); ok && d.Base {
+		out := a.baseDiff(ctx, in, d)
+		out.ID = d.ID
 		return out
 	}
 	out, _ := in.fs.Handle(ctx, f)

@@ -47,6 +47,7 @@ type instance struct {
 	exit        *worker.Exit // how the worker ended, once it did
 	exitTask    string       // the task that was open when it ended
 	pumpDone    chan struct{}
+	tree        *isolated                       // the worker's git worktree (nil: it runs in the spawn's cwd)
 	waiters     map[string]chan json.RawMessage // command id → response line
 
 	callSeq atomic.Uint64
@@ -80,6 +81,7 @@ func (in *instance) info() transport.InstanceInfo {
 		ii.Model = &m
 	}
 	ii.ModelPinned = in.modelPinned
+	ii.Worktree = in.worktreeInfoLocked()
 	return ii
 }
 

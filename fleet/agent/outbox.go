@@ -13,6 +13,7 @@ import (
 // finishTask stores f in the outbox (committed before anything is sent)
 // and wakes the delivery loop, which sends it to owner first.
 func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
+	a.addWorktreeStat(f)
 	e, err := a.store.Put(f, owner)
 	if err != nil {
 		a.log.Error().Err(err).Str("taskId", f.TaskID).Msg("cannot store task_done; it is lost")

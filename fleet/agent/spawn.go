@@ -318,6 +318,21 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		return nil, serr
 	}
 	id := newInstanceID()
+	tree, serr := a.isolate(ctx, f, id)
+	if serr != nil {
+		return nil, serr
+	}
+	cwd := f.Cwd // where the worker runs: its worktree when isolated
+	if tree != nil {
+		cwd = tree.Cwd
+		started := false
+		defer func() {
+			if !started { // the spawn failed after the worktree was made
+				a.dropWorktree(ctx, tree, true)
+			}
+		}()
+		defer func() { started = a.lookup(id) != nil }()
+	}
 	l := launch{res: res, extraEnv: f.Env, instanceID: id, traceID: f.TraceID, pinnedHash: f.BundleHash,
 		bundleName: f.Bundle, sessionDir: a.sessionDirFor(f.Cwd)}
 	if f.FromSession != "" {
@@ -345,12 +360,12 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	if err := os.MkdirAll(l.sessionDir, 0o700); err != nil {
 		return nil, refuse(CodeSpawnFailed, "session dir: %v", err)
 	}
-	spec := a.workerSpec(id, f.Cwd, l, f.Budget)
-	in := &instance{a: a, id: id, cwd: f.Cwd, log: a.log.With().Str("instanceId", id).Logger(),
-		fs:   fsservice.New(f.Cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
+	spec := a.workerSpec(id, cwd, l, f.Budget)
+	in := &instance{a: a, id: id, cwd: cwd, log: a.log.With().Str("instanceId", id).Logger(),
+		fs:   fsservice.New(cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
 		spec: spec, bundle: f.Bundle, bundleHash: res.BundleHash, res: res, model: l.model, traceID: f.TraceID,
-		state: transport.InstanceRunning}
-	rec := agentstore.Instance{InstanceID: id, Cwd: f.Cwd, Bundle: f.Bundle, BundleHash: res.BundleHash,
+		state: transport.InstanceRunning, tree: tree}
+	rec := agentstore.Instance{InstanceID: id, Cwd: cwd, Bundle: f.Bundle, BundleHash: res.BundleHash,
 		State: transport.InstanceRunning, TraceID: f.TraceID}
 	if l.model != nil {
 		rec.Model = &agentstore.Model{Provider: l.model.Provider, ID: l.model.ID, Thinking: l.model.Thinking}
