@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,5 +294,66 @@ func TestRetryRedialsALostAgentNow(t *testing.T) {
 	defer cancel()
 	if err := tf.WaitAgent(ctx, "box"); err != nil {
 		t.Fatalf("after Retry: %v", err)
+	}
+}
+
+// A dialog with its own timeout is answered by pi itself once it passes:
+// it leaves the pending dialogs, and answering it says so.
+func TestDialogResolvedByItsOwnTimeoutIsNoLongerPending(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	peer := newTestAgentPeer(t, "box", true)
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}}, fleet.WithClock(clock))
+	inst := spawn(t, tf, "box")
+
+	peer.event(peer.conn(), inst.ID(), `{"type":"extension_ui_request","id":"u3","method":"confirm","title":"Go on?","message":"","timeout":1000}`)
+	peer.askUI(inst.ID(), "u3", "Go on?")
+	tf.waitChange(t, "ui request", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeUIRequest && c.UI != nil && c.UI.RequestID == "u3"
+	})
+	pending := func() []fleet.UIRequest {
+		for _, is := range tf.Status(t.Context()).Instances {
+			if is.InstanceID == inst.ID() {
+				return is.PendingUI
+			}
+		}
+		return nil
+	}
+	if p := pending(); len(p) != 1 || p[0].Deadline.Sub(p[0].At) != time.Second {
+		t.Fatalf("pending before the timeout: %+v", p)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if p := pending(); len(p) != 0 {
+		t.Errorf("pending after pi's own timeout: %+v", p)
+	}
+	peer.askUI(inst.ID(), "u4", "Again?")
+	tf.waitChange(t, "ui request", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeUIRequest && c.UI != nil && c.UI.RequestID == "u4"
+	})
+	if err := tf.AnswerUI(t.Context(), "", "u3", true); !errors.Is(err, fleet.ErrUIRequestExpired) {
+		t.Errorf("answer after the timeout: %v", err)
+	}
+	if err := tf.AnswerUI(t.Context(), "", "u3", true); !errors.Is(err, fleet.ErrUnknownUIRequest) {
+		t.Errorf("second answer after the timeout: %v", err)
+	}
+	// Answered after its deadline, before any listing dropped it.
+	peer.event(peer.conn(), inst.ID(), `{"type":"extension_ui_request","id":"u5","method":"confirm","title":"Late?","message":"","timeout":500}`)
+	peer.askUI(inst.ID(), "u5", "Late?")
+	tf.waitChange(t, "ui request", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeUIRequest && c.UI != nil && c.UI.RequestID == "u5"
+	})
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if err := tf.AnswerUI(t.Context(), inst.ID(), "u5", true); !errors.Is(err, fleet.ErrUIRequestExpired) {
+		t.Errorf("answer of an expired dialog: %v", err)
+	}
+	if err := tf.AnswerUI(t.Context(), inst.ID(), "u4", false); err != nil {
+		t.Errorf("answer of a dialog without a timeout: %v", err)
 	}
 }

@@ -47,6 +47,9 @@ var (
 	ErrNotSupported = errors.New("fleet: agent does not support this operation")
 	// ErrUnknownUIRequest: no pending worker dialog with that id.
 	ErrUnknownUIRequest = errors.New("fleet: unknown ui request")
+	// ErrUIRequestExpired: the dialog's own timeout passed and pi answered
+	// it itself; an answer now would be ignored.
+	ErrUIRequestExpired = errors.New("fleet: dialog already resolved by its timeout")
 	// ErrUnknownSession is matched by every *UnknownSessionError.
 	ErrUnknownSession = errors.New("fleet: unknown session")
 	// ErrSessionPinned: attaching to a pinned session (a baseline) is

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"example.com/pifleet/bundle"
@@ -149,6 +150,13 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 	ev := rec.Event
 	if ev == nil {
 		return nil
+	}
+	if u := ev.UIRequest; ev.Type == pirpc.EventExtensionUIRequest && u != nil && u.Timeout > 0 && u.ID != "" {
+		// pi answers this dialog itself once its timeout passes (the
+		// agent's ui_request follows this event and carries no timeout).
+		if len(inst.uiDeadline) < maxOrphans {
+			inst.uiDeadline[u.ID] = f.cfg.Now().Add(time.Duration(u.Timeout * float64(time.Millisecond)))
+		}
 	}
 	before := inst.tally.Cost
 	inst.tally.Observe(ev)
@@ -394,7 +402,9 @@ func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transpor
 		return
 	}
 	req := &UIRequest{InstanceID: fr.InstanceID, RequestID: fr.RequestID, Kind: string(fr.Kind), Title: fr.Title,
-		Message: fr.Message, Options: append([]string(nil), fr.Options...), At: f.cfg.Now()}
+		Message: fr.Message, Options: append([]string(nil), fr.Options...), At: f.cfg.Now(),
+		Deadline: inst.uiDeadline[fr.RequestID]}
+	delete(inst.uiDeadline, fr.RequestID)
 	inst.ui[fr.RequestID] = req
 	f.publishLocked(Change{Kind: ChangeUIRequest, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: req})
 }
@@ -406,4 +416,26 @@ type UIRequest struct {
 	Kind, Title, Message string
 	Options              []string
 	At                   time.Time
+	// Deadline is when pi answers the dialog itself (its own timeout);
+	// zero when it waits. A dialog past it is no longer pending.
+	Deadline time.Time
+}
+
+// expired reports whether pi answered the dialog itself by now.
+func (u *UIRequest) expired(now time.Time) bool {
+	return !u.Deadline.IsZero() && !now.Before(u.Deadline)
+}
+
+// pendingUILocked returns the instance's dialogs still waiting for an
+// answer: not those pi resolved by its own timeout (they stay in inst.ui,
+// so that an answer to one is told why it is too late).
+func (inst *instance) pendingUILocked(now time.Time) []UIRequest {
+	var out []UIRequest
+	for _, u := range inst.ui {
+		if !u.expired(now) {
+			out = append(out, *u)
+		}
+	}
+	slices.SortFunc(out, func(a, b UIRequest) int { return a.At.Compare(b.At) })
+	return out
 }

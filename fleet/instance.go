@@ -41,6 +41,7 @@ type instance struct {
 	activityAt time.Time
 	rpcWait    map[string]chan rpcResult
 	ui         map[string]*UIRequest
+	uiDeadline map[string]time.Time // pi's own timeouts, until their ui_request
 	ended      chan struct{}
 	// gone is why the worker ended by itself (workerGone), nil otherwise.
 	gone *WorkerGoneError
@@ -55,6 +56,7 @@ func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.
 		listeners:  map[*Run]func(Event){},
 		rpcWait:    map[string]chan rpcResult{},
 		ui:         map[string]*UIRequest{},
+		uiDeadline: map[string]time.Time{},
 		ended:      make(chan struct{}),
 	}
 }
@@ -851,16 +853,35 @@ func (f *Fleet) request(ctx context.Context, id string, op trust.Operation, need
 }
 
 // AnswerUI answers a worker dialog that policy did not answer. value is
-// a string, a bool, or nil (cancel).
+// a string, a bool, or nil (cancel). An empty instanceID finds the dialog
+// by its request id among all instances. A dialog pi already answered
+// itself (its own timeout passed) is refused with ErrUIRequestExpired.
 func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, value any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if instanceID == "" {
+		for id, inst := range f.instances {
+			if inst.ui[requestID] != nil {
+				instanceID = id
+				break
+			}
+		}
+		if instanceID == "" {
+			return fmt.Errorf("%w: %s", ErrUnknownUIRequest, requestID)
+		}
+	}
 	inst, _, c, err := f.lookupLocked(instanceID, trust.OpSteer)
 	if err != nil {
 		return err
 	}
-	if inst.ui[requestID] == nil {
+	u := inst.ui[requestID]
+	if u == nil {
 		return fmt.Errorf("%w: %s of %s", ErrUnknownUIRequest, requestID, instanceID)
+	}
+	if u.expired(f.cfg.Now()) {
+		delete(inst.ui, requestID)
+		return fmt.Errorf("%w: %s of %s: pi answered it itself when its timeout passed at %s", ErrUIRequestExpired,
+			requestID, instanceID, u.Deadline.Format(time.TimeOnly))
 	}
 	raw, err := json.Marshal(value)
 	if err != nil {

@@ -113,9 +113,7 @@ func (f *Fleet) Status(ctx context.Context) Status {
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
 			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
 			FromSession: inst.rec.FromSession, SessionMode: inst.rec.SessionMode, StaleBaseline: inst.rec.StaleBaseline}
-		for _, u := range inst.ui {
-			is.PendingUI = append(is.PendingUI, *u)
-		}
+		is.PendingUI = inst.pendingUILocked(f.cfg.Now())
 		st.Instances = append(st.Instances, is)
 	}
 	sortBy(st.Instances, func(i InstanceStatus) string { return i.InstanceID })

@@ -75,6 +75,8 @@ func apiError(err error) error {
 		code = controlapi.CodeUnknownTask
 	case errors.Is(err, fleet.ErrUnknownAgent):
 		code = controlapi.CodeUnknownAgent
+	case errors.Is(err, fleet.ErrUIRequestExpired):
+		code = controlapi.CodeInvalidState
 	case errors.Is(err, fleet.ErrUnknownUIRequest):
 		code = controlapi.CodeUnknownUIRequest
 	case errors.Is(err, fleet.ErrUnknownSession):
@@ -195,7 +197,8 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func uiOf(u fleet.UIRequest) controlapi.UIRequest {
-	return controlapi.UIRequest{ID: u.RequestID, InstanceID: u.InstanceID, Kind: u.Kind, Title: u.Title, Message: u.Message, Options: u.Options, At: u.At}
+	return controlapi.UIRequest{ID: u.RequestID, InstanceID: u.InstanceID, Kind: u.Kind, Title: u.Title, Message: u.Message, Options: u.Options, At: u.At,
+		Deadline: timePtr(u.Deadline)}
 }
 
 func taskOf(t fleet.TaskInfo) controlapi.Task {
@@ -595,14 +598,11 @@ func (b *fleetBackend) UIAnswer(ctx context.Context, requestID string, value jso
 	if err := json.Unmarshal(value, &v); err != nil {
 		return &controlapi.Error{Code: controlapi.CodeBadRequest, Message: err.Error()}
 	}
-	for _, in := range b.f.Status(ctx).Instances {
-		for _, u := range in.PendingUI {
-			if u.RequestID == requestID {
-				return apiError(b.f.AnswerUI(ctx, in.InstanceID, requestID, v))
-			}
-		}
+	err := b.f.AnswerUI(ctx, "", requestID, v)
+	if errors.Is(err, fleet.ErrUnknownUIRequest) {
+		return &controlapi.Error{Code: controlapi.CodeUnknownUIRequest, Message: fmt.Sprintf("no pending worker dialog %q", requestID)}
 	}
-	return &controlapi.Error{Code: controlapi.CodeUnknownUIRequest, Message: fmt.Sprintf("no pending worker dialog %q", requestID)}
+	return apiError(err)
 }
 
 // Doctor runs the server's checks.

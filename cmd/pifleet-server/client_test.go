@@ -268,7 +268,7 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"model", "i-1", "p/m"}, "SetModel i-1 p m", nil, "model"},
 		{[]string{"ui", "answer", "ui-1", "yes"}, `UIAnswer ui-1 "yes"`, nil, "requestId"},
 		{[]string{"stop", "i-1"}, "Stop i-1", []string{"stopped i-1"}, ""},
-		{[]string{"output", "i-1"}, "Output i-1", []string{"tool_execution_start bash\nagent_end\n", "last assistant message:\nthe answer"}, "tail"},
+		{[]string{"output", "i-1"}, "Output i-1", []string{"tool: bash {}\n\nlast", "last assistant message:\nthe answer"}, "tail"},
 		{[]string{"tasks"}, "Tasks", []string{"TASK", "t-1"}, ""},
 		{[]string{"accept", "t-1"}, "Accept t-1 keep_idle", []string{"accepted t-1 (keep_idle)"}, ""},
 		{[]string{"accept", "--disposition=stop", "t-1"}, "Accept t-1 stop", []string{"accepted t-1 (stop)"}, ""},
@@ -447,14 +447,28 @@ func TestWatchOutput(t *testing.T) {
 		{Kind: controlapi.ChangeEvent, At: at, InstanceID: "i-1", Event: "message_update"},
 		{Kind: controlapi.ChangeInstanceState, At: at, InstanceID: "i-1", TaskID: "t-1", From: "running", To: "awaiting_review", Event: "taskDone"},
 		{Kind: controlapi.ChangeDropped, At: at, Count: 7},
+		{Kind: controlapi.ChangeTaskDone, At: at, InstanceID: "i-1", TaskID: "t-1", Data: json.RawMessage(`{"seq":3,"status":"settled","summary":"Fixed the \u001b[31mparser\nand its tests"}`)},
+		{Kind: controlapi.ChangeUIRequest, At: at, InstanceID: "i-1", Data: json.RawMessage(`{"id":"ui-9","instanceId":"i-1","kind":"select","title":"Which branch?","message":"pick one","options":["main","dev"]}`)},
+		{Kind: controlapi.ChangeEvent, At: at, InstanceID: "i-1", Event: "tool_execution_start", Data: json.RawMessage(`{"type":"tool_execution_start","toolCallId":"c","toolName":"bash","args":{"command":"ls"}}`)},
+		{Kind: controlapi.ChangeEvent, At: at, InstanceID: "i-1", Event: "message_end", Data: json.RawMessage(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"two\nlines"}]}}`)},
 	}}
 	api := apiServer(t, b)
 	status, out, errOut := runCLI(t, "watch", api)
 	want := "20:01:02 agent_state    gpu-1 connecting → established (hello)\n" +
 		"20:01:02 instance_state i-1 task t-1 running → awaiting_review (taskDone)\n" +
-		"20:01:02 dropped        7 change(s) lost: this watch was too slow\n"
+		"20:01:02 dropped        7 change(s) lost: this watch was too slow\n" +
+		"20:01:02 task_done      i-1 task t-1 settled: Fixed the parser and its tests\n" +
+		"20:01:02 ui_request     i-1 dialog ui-9 (select) \"Which branch?\": pick one [main, dev] — pifleet-server ui answer ui-9 VALUE\n"
 	if out != want {
 		t.Errorf("watch:\n%s\nwant\n%s", out, want)
+	}
+	_, out, _ = runCLI(t, "watch", api, "--events")
+	wantEvents := "20:01:02 event          i-1 tool: bash {\"command\":\"ls\"}\n" +
+		"20:01:02 event          i-1 thinking: hmm\n" +
+		"20:01:02 event          i-1 says: two\n" +
+		"                                  lines\n"
+	if !strings.Contains(out, wantEvents) {
+		t.Errorf("watch --events:\n%s\nwant it to contain\n%s", out, wantEvents)
 	}
 	// The script ends: the server closes the stream, which is an error
 	// for a watch meant to run until interrupted.
@@ -463,7 +477,7 @@ func TestWatchOutput(t *testing.T) {
 	}
 	_, out, _ = runCLI(t, "watch", api, "--json", "--events")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 {
+	if len(lines) != len(b.changes) {
 		t.Fatalf("watch --json --events: %d lines:\n%s", len(lines), out)
 	}
 	for i, l := range lines {

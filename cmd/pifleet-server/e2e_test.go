@@ -133,6 +133,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("diff outside a repository: %d %s", status, errOut)
 	}
 
+	if got := run("output", id); !strings.Contains(got, "user: say: pong\n") || !strings.Contains(got, "says: pong\n") {
+		t.Errorf("output is no transcript:\n%s", got)
+	}
+	// logs -f follows the worker until it stops.
+	followed := make(chan string, 1)
+	go func() {
+		_, out, _ := runCLI(t, "logs", "-f", id, api)
+		followed <- out
+	}()
+
 	w, err := c.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +169,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("task after the revision: %+v (last %+v)", tk, tk.LastDone)
 	}
 	run("accept", "--disposition=stop", task)
+	select {
+	case got := <-followed:
+		for _, want := range []string{"says: pong\n", "says: first try\n", "say: second try\n", "says: second try\n", "worker: stopped\n"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("logs -f lacks %q:\n%s", want, got)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("logs -f did not end when the worker stopped")
+	}
 	var st controlapi.Status
 	if err := json.Unmarshal([]byte(run("status", "--json")), &st); err != nil || len(st.Instances) != 1 {
 		t.Fatalf("status --json: %v %+v", err, st)

@@ -13,6 +13,8 @@ import (
 	"github.com/alecthomas/kong"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/eventtext"
+	"example.com/pifleet/internal/termsafe"
 )
 
 // SpawnCmd is `spawn`.
@@ -257,7 +259,8 @@ type OutputCmd struct {
 	Instance string `arg:"" help:"Instance id."`
 }
 
-// Run prints the tail and the last assistant message.
+// Run prints the transcript of the buffered tail and the last assistant
+// message.
 func (c *OutputCmd) Run(out *Output) error {
 	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
 		o, err := cl.Output(ctx, c.Instance)
@@ -267,35 +270,91 @@ func (c *OutputCmd) Run(out *Output) error {
 		if c.JSON {
 			return printJSON(out.Out, o)
 		}
-		for _, raw := range o.Tail {
-			fmt.Fprintln(out.Out, describeEvent(raw))
-		}
+		writeTranscript(out.Out, o.Tail)
 		if o.LastAssistant != "" {
-			fmt.Fprintf(out.Out, "\nlast assistant message:\n%s\n", o.LastAssistant)
+			fmt.Fprintf(out.Out, "\nlast assistant message:\n%s\n", termsafe.Clean(o.LastAssistant))
 		}
 		return nil
 	})
 }
 
-// describeEvent is one readable line for a pi event: its type, and the
-// tool or the error when it has one.
-func describeEvent(raw json.RawMessage) string {
-	var ev struct {
-		Type     string `json:"type"`
-		ToolName string `json:"toolName"`
-		Error    string `json:"error"`
+// writeTranscript prints the transcript lines of a worker's events.
+func writeTranscript(w io.Writer, events []json.RawMessage) {
+	for _, raw := range events {
+		for _, l := range eventtext.Render(raw, eventtext.Options{}) {
+			fmt.Fprintln(w, l)
+		}
 	}
-	if err := json.Unmarshal(raw, &ev); err != nil || ev.Type == "" {
-		return oneLine(string(raw), 100)
-	}
-	s := ev.Type
-	if ev.ToolName != "" {
-		s += " " + ev.ToolName
-	}
-	if ev.Error != "" {
-		s += ": " + oneLine(ev.Error, 80)
-	}
-	return s
+}
+
+// LogsCmd is `logs`.
+type LogsCmd struct {
+	APIFlags `embed:""`
+	Follow   bool   `help:"Keep printing the worker's transcript as it works, until it stops or you interrupt." short:"f" env:"PIFLEET_LOGS_FOLLOW"`
+	JSON     bool   `help:"Print the worker's events as JSON lines, verbatim." env:"PIFLEET_JSON"`
+	Instance string `arg:"" help:"Instance id."`
+}
+
+// Run prints the worker's recent transcript and, with --follow, what comes
+// next.
+func (c *LogsCmd) Run(out *Output) error {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		// Subscribe before reading the tail, so that nothing falls between
+		// the two (an event in both is printed twice at worst).
+		var s *controlapi.Stream
+		if c.Follow {
+			var err error
+			if s, err = cl.Watch(ctx); err != nil {
+				return err
+			}
+			defer s.Close()
+		}
+		o, err := cl.Output(ctx, c.Instance)
+		if err != nil {
+			return err
+		}
+		print := func(raw json.RawMessage) error {
+			if c.JSON {
+				_, err := fmt.Fprintf(out.Out, "%s\n", raw)
+				return err
+			}
+			writeTranscript(out.Out, []json.RawMessage{raw})
+			return nil
+		}
+		for _, raw := range o.Tail {
+			if err := print(raw); err != nil {
+				return err
+			}
+		}
+		if s == nil {
+			return nil
+		}
+		for {
+			ch, err := s.Next()
+			switch {
+			case ctx.Err() != nil:
+				return nil // interrupted
+			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+				return errors.New("the server closed the stream (stopped?)")
+			case err != nil:
+				return err
+			}
+			if ch.InstanceID != c.Instance {
+				continue
+			}
+			switch {
+			case ch.Kind == controlapi.ChangeEvent:
+				if err := print(ch.Data); err != nil {
+					return err
+				}
+			case ch.Kind == controlapi.ChangeInstanceState && (ch.To == "stopped" || ch.To == "failed"):
+				if !c.JSON {
+					fmt.Fprintf(out.Out, "worker: %s\n", ch.To)
+				}
+				return nil
+			}
+		}
+	})
 }
 
 // RebundleCmd is `rebundle`.

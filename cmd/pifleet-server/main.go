@@ -10,7 +10,7 @@
 //	pifleet-server status | tasks | watch | doctor | sessions       [--json]
 //	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
 //	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
-//	pifleet-server steer|abort|stop|output INSTANCE …
+//	pifleet-server steer|abort|stop|output INSTANCE … | logs [-f] INSTANCE
 //	pifleet-server diff INSTANCE [--ref REF] [--staged] [--stat] | cat INSTANCE PATH | ls INSTANCE [PATH] | grep INSTANCE PATTERN [--glob G]
 //	pifleet-server accept TASK [--disposition stop|keep_idle]
 //	pifleet-server reject TASK FEEDBACK
@@ -50,7 +50,8 @@ type CLI struct {
 	Steer    SteerCmd    `cmd:"" group:"Client" help:"Queue a message after the worker's current turn."`
 	Abort    AbortCmd    `cmd:"" group:"Client" help:"Interrupt an instance's run."`
 	Stop     StopCmd     `cmd:"" group:"Client" help:"Stop an instance's worker."`
-	Output   OutputCmd   `cmd:"" group:"Client" help:"Show an instance's latest events and last message."`
+	Output   OutputCmd   `cmd:"" group:"Client" help:"Show the transcript of an instance's latest events, and its last message."`
+	Logs     LogsCmd     `cmd:"" group:"Client" help:"Print a worker's transcript; with -f, follow it live."`
 	Diff     DiffCmd     `cmd:"" group:"Review" help:"Show git diff of an instance's working tree."`
 	Cat      CatCmd      `cmd:"" group:"Review" help:"Print a file of an instance's working tree."`
 	Ls       LsCmd       `cmd:"" group:"Review" help:"List a directory of an instance's working tree."`

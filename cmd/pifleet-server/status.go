@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/termsafe"
 )
 
 // StatusCmd is `status`.
@@ -72,6 +74,10 @@ func writeStatus(w io.Writer, st controlapi.Status) error {
 				dash(in.Activity), fromLabel(in, st.Baselines), in.Cwd)
 		}
 	}
+	if dialogs := pendingDialogs(st); len(dialogs) > 0 {
+		fmt.Fprintln(tw)
+		writeDialogTable(tw, dialogs)
+	}
 	fmt.Fprintln(tw)
 	if err := writeTaskTable(tw, st.Tasks); err != nil {
 		return err
@@ -104,9 +110,10 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine shortens s to one line of at most n runes.
+// oneLine shortens s to one line of at most n runes, without terminal
+// control sequences (the text may come from a worker).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(termsafe.Clean(s)), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -119,4 +126,27 @@ func clock(t time.Time) string {
 		return "--:--:--"
 	}
 	return t.Local().Format("15:04:05")
+}
+
+// pendingDialogs lists the dialogs waiting for an answer, oldest first.
+func pendingDialogs(st controlapi.Status) []controlapi.UIRequest {
+	var out []controlapi.UIRequest
+	for _, in := range st.Instances {
+		out = append(out, in.PendingUI...)
+	}
+	slices.SortStableFunc(out, func(a, b controlapi.UIRequest) int { return a.At.Compare(b.At) })
+	return out
+}
+
+func writeDialogTable(tw *tabwriter.Writer, dialogs []controlapi.UIRequest) {
+	fmt.Fprintln(tw, "DIALOG	INSTANCE	KIND	TITLE	MESSAGE	OPTIONS	UNTIL")
+	for _, u := range dialogs {
+		until := "-"
+		if u.Deadline != nil {
+			until = clock(*u.Deadline)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.ID, u.InstanceID, u.Kind, dash(oneLine(u.Title, 40)), dash(oneLine(u.Message, 60)),
+			dash(oneLine(strings.Join(u.Options, ", "), 40)), until)
+	}
+	fmt.Fprintln(tw, "(answer with: pifleet-server ui answer DIALOG true|false|null|TEXT)")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"text/tabwriter"
 	"time"
 
 	"example.com/pifleet/fleet/controlapi"
@@ -16,7 +17,38 @@ import (
 // UICmd is the web page (bare `ui`) and the worker-dialog commands.
 type UICmd struct {
 	Open   UIOpenCmd   `cmd:"" default:"withargs" help:"Print, and on a desktop open, a link that logs a browser into the web page once (the default)."`
-	Answer UIAnswerCmd `cmd:"" help:"Answer a worker dialog (see status or watch for pending ones)."`
+	List   UIListCmd   `cmd:"" help:"List the worker dialogs waiting for an answer."`
+	Answer UIAnswerCmd `cmd:"" help:"Answer a worker dialog (see ui list, status or watch for pending ones)."`
+}
+
+// UIListCmd is `ui list`.
+type UIListCmd struct {
+	APIFlags `embed:""`
+	JSONFlag `embed:""`
+}
+
+// Run lists the pending dialogs.
+func (c *UIListCmd) Run(out *Output) error {
+	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		dialogs := pendingDialogs(st)
+		if c.JSON {
+			if dialogs == nil {
+				dialogs = []controlapi.UIRequest{}
+			}
+			return printJSON(out.Out, dialogs)
+		}
+		if len(dialogs) == 0 {
+			_, err := fmt.Fprintln(out.Out, "no dialogs waiting")
+			return err
+		}
+		tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
+		writeDialogTable(tw, dialogs)
+		return tw.Flush()
+	})
 }
 
 // UIOpenCmd is bare `ui`: a one-time login for the page of serve --ui.

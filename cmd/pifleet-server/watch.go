@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/eventtext"
 )
 
 // WatchCmd is `watch`.
 type WatchCmd struct {
 	APIFlags `embed:""`
 	JSON     bool `help:"Print one JSON change per line (JSONL)." env:"PIFLEET_JSON"`
-	Events   bool `help:"Include every worker event (verbose)." env:"PIFLEET_WATCH_EVENTS"`
+	Events   bool `help:"Include the workers' transcripts: prompts, thinking, answers, tool calls and results." env:"PIFLEET_WATCH_EVENTS"`
 }
 
 // Run prints changes until interrupted or the server stops.
@@ -46,17 +47,19 @@ func (c *WatchCmd) Run(out *Output) error {
 				}
 				continue
 			}
-			if _, err := fmt.Fprintln(out.Out, describeChange(ch)); err != nil {
-				return err
+			for _, line := range describeChange(ch) {
+				if _, err := fmt.Fprintln(out.Out, line); err != nil {
+					return err
+				}
 			}
 		}
 	})
 }
 
-// describeChange is one readable line for a change.
-func describeChange(ch controlapi.Change) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %-14s", clock(ch.At), ch.Kind)
+// describeChange is the readable lines of a change: one, or for a worker
+// event its transcript lines (none for a streaming step).
+func describeChange(ch controlapi.Change) []string {
+	head := fmt.Sprintf("%s %-14s", clock(ch.At), ch.Kind)
 	subject := ch.InstanceID
 	if subject == "" {
 		subject = ch.Agent
@@ -65,11 +68,37 @@ func describeChange(ch controlapi.Change) string {
 		subject += " task " + ch.TaskID
 	}
 	if subject != "" {
-		b.WriteString(" " + strings.TrimSpace(subject))
+		head += " " + strings.TrimSpace(subject)
 	}
+	if ch.Kind == controlapi.ChangeEvent {
+		var lines []string
+		for _, l := range eventtext.Render(ch.Data, eventtext.Options{MaxLines: 10}) {
+			lines = append(lines, head+" "+indentAfterFirst(l.String(), len(head)+1))
+		}
+		return lines
+	}
+	var b strings.Builder
+	b.WriteString(head)
 	switch {
 	case ch.Kind == controlapi.ChangeDropped:
 		fmt.Fprintf(&b, " %d change(s) lost: this watch was too slow", ch.Count)
+	case ch.Kind == controlapi.ChangeTaskDone:
+		var d controlapi.TaskDone
+		if json.Unmarshal(ch.Data, &d) == nil {
+			fmt.Fprintf(&b, " %s: %s", dash(d.Status), dash(oneLine(d.Summary, 120)))
+		}
+	case ch.Kind == controlapi.ChangeUIRequest:
+		var u controlapi.UIRequest
+		if json.Unmarshal(ch.Data, &u) == nil {
+			fmt.Fprintf(&b, " dialog %s (%s) %q", u.ID, u.Kind, oneLine(u.Title, 60))
+			if u.Message != "" {
+				fmt.Fprintf(&b, ": %s", oneLine(u.Message, 80))
+			}
+			if len(u.Options) > 0 {
+				fmt.Fprintf(&b, " [%s]", oneLine(strings.Join(u.Options, ", "), 60))
+			}
+			fmt.Fprintf(&b, " — pifleet-server ui answer %s VALUE", u.ID)
+		}
 	case ch.From != "" || ch.To != "":
 		fmt.Fprintf(&b, " %s → %s", dash(ch.From), dash(ch.To))
 		if ch.Event != "" {
@@ -81,5 +110,10 @@ func describeChange(ch controlapi.Change) string {
 	if ch.Message != "" {
 		b.WriteString(": " + oneLine(ch.Message, 100))
 	}
-	return b.String()
+	return []string{b.String()}
+}
+
+// indentAfterFirst indents every line of s but the first by n spaces.
+func indentAfterFirst(s string, n int) string {
+	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat(" ", n))
 }

@@ -108,6 +108,9 @@ type UIRequest struct {
 	Message string    `json:"message,omitempty"`
 	Options []string  `json:"options,omitempty"`
 	At      time.Time `json:"at,omitzero"`
+	// Deadline is when pi answers the dialog itself (its own timeout);
+	// absent when it waits for an answer.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // Task is a tracked task and its review.
