@@ -536,3 +536,30 @@ func TestSendBadCommand(t *testing.T) {
 	}
 	stopAndDrain(t, w, s)
 }
+
+// A prompt whose run starts only once the stop's abort reached the worker
+// (pi had queued it): the run starts and settles while stopping, and the
+// stop ends gracefully.
+func TestARunStartingWhileStoppingSettles(t *testing.T) {
+	spec := helperSpec(t, "late")
+	// A race-enabled helper otherwise sleeps a second at exit, past the
+	// grace.
+	spec.Env = append(spec.Env, "GORACE=atexit_sleep_ms=0")
+	w := start(t, spec)
+	s := newStream(t, w)
+	prompt(t, w, "p1", "work")
+	s.until(responseTo("p1"))
+	forced, exit := stopAndDrain(t, w, s)
+	if forced || exit == nil || exit.Code != 0 {
+		t.Fatalf("Stop = forced %v, exit %+v; want a graceful exit 0; seen %s", forced, exit, kinds(s.seen))
+	}
+	if n := count(s.seen, isKind("agent_start")); n != 1 {
+		t.Errorf("%d agent_start, want the late run's one", n)
+	}
+	if n := count(s.seen, settled); n != 1 {
+		t.Errorf("%d settles, want 1 (the late run)", n)
+	}
+	if st := w.Snapshot().State; st != StateStopped {
+		t.Errorf("state = %s, want stopped", st)
+	}
+}
