@@ -300,7 +300,8 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 func (s *Server) Handler(token string) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !controlapi.TokenMatches(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), token) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || !controlapi.TokenMatches(got, token) {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
