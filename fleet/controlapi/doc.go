@@ -50,6 +50,9 @@
 //	GET  /v1/sessions/search?q=&machine=&cwd=  SearchResult
 //	POST /v1/sessions/resume           ResumeRequest → as spawn
 //	POST /v1/baselines                 BaselineRequest → Baseline
+//	GET  /v1/tools                     []ToolInfo (WithTools: the tool catalogue of an orchestrating LLM)
+//	POST /v1/tools/{name}              arguments → an NDJSON stream of ToolLine
+//	GET  /v1/wakes?pending=            server-sent events, one Wake per durable task_done or escalation
 //	POST /v1/web/logins                → WebLogin (a one-time login for the web page)
 //
 // A spawn (and a resume) answers with plain JSON when it ends before the
