@@ -95,6 +95,12 @@ type HelloFrame struct {
 	AvailableModels []ModelRef
 	// Capabilities lists optional features, e.g. "exec-v1".
 	Capabilities []string
+	// Challenge is the sender's fresh random nonce (pifleet addition, see
+	// transport/auth): the peer's proof must cover it.
+	Challenge string
+	// Proofs are a server's signatures over the connection's transcript,
+	// one per key it holds (pifleet addition).
+	Proofs []KeyProof
 }
 
 // FrameType returns "hello".
@@ -108,6 +114,8 @@ func (f *HelloFrame) Schema(s *Schema) {
 	s.String("platform", &f.Platform, Required)
 	Structs(s, "availableModels", &f.AvailableModels, Optional)
 	s.Strings("capabilities", &f.Capabilities, Optional)
+	s.String("challenge", &f.Challenge, Optional)
+	Structs(s, "proofs", &f.Proofs, Optional)
 }
 
 // HeartbeatFrame (both ways, every 15 s) keeps the connection alive. Conn

@@ -38,6 +38,7 @@ const (
 	TypeModelDrift           = "model_drift"
 	TypeSessionsRemoved      = "sessions_removed"
 	TypeTaskEscalated        = "task_escalated"
+	TypeAuthProof            = "auth_proof"
 	TypeRepoHead             = "repo_head"
 	TypeRepoHeadResult       = "repo_head_result"
 	TypeCacheVerify          = "cache_verify"
@@ -434,6 +435,20 @@ func (f *WorkerExitedFrame) Schema(s *Schema) {
 	s.String("taskId", &f.TaskID, Optional)
 }
 
+// AuthProofFrame (A→S) is an agent's proof that it holds its key: sent
+// once, right after the agent accepted the server's proof, when the
+// server's hello carried a challenge (transport/auth).
+type AuthProofFrame struct {
+	Header
+	KeyProof
+}
+
+// FrameType returns "auth_proof".
+func (*AuthProofFrame) FrameType() string { return TypeAuthProof }
+
+// Schema lists auth_proof's fields.
+func (f *AuthProofFrame) Schema(s *Schema) { f.KeyProof.Schema(s) }
+
 // RepoHeadFrame (S→A) asks for the git HEAD commit of a directory on the
 // agent's machine: recorded with a baseline, and compared with it later to
 // flag a baseline whose repository moved on (AC-3.5.6).
@@ -564,6 +579,7 @@ var pifleetKinds = []frameKind{
 	kind[ModelDriftFrame](),
 	kind[SessionsRemovedFrame](),
 	kind[TaskEscalatedFrame](),
+	kind[AuthProofFrame](),
 	kind[RepoHeadFrame](),
 	kind[RepoHeadResultFrame](),
 	kind[CacheVerifyFrame](),

@@ -19,6 +19,20 @@ func (m *ModelRef) Schema(s *Schema) {
 	s.String("thinking", &m.Thinking, Optional)
 }
 
+// KeyProof is one signature of a handshake (pifleet addition): Key is the
+// signer's public key ("ed25519:…"), Sig the base64 Ed25519 signature
+// over the connection's transcript (transport/auth).
+type KeyProof struct {
+	Key string
+	Sig string
+}
+
+// Schema lists KeyProof's fields.
+func (k *KeyProof) Schema(s *Schema) {
+	s.String("key", &k.Key, Required)
+	s.String("sig", &k.Sig, Required)
+}
+
 // InstanceState is the state of a worker instance as the agent reports it.
 // The schema accepts any string; these are the ones agents send.
 type InstanceState string
