@@ -12,6 +12,7 @@ import (
 
 	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -265,21 +266,33 @@ func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
 	if err != nil {
 		return f.handshakeFailed(a, c, err)
 	}
+	remote := transport.RemoteAddrPort(nc)
 	id := identity.Identity{Machine: hello.Machine}
 	if f.cfg.Whois != nil {
-		remote := transport.RemoteAddrPort(nc)
 		id, err = f.cfg.Whois.Whois(hctx, remote.Addr())
 		if err != nil {
 			return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Err: err})
 		}
+		if id.Machine != name {
+			// The address answered for another machine: never command
+			// it under this name.
+			return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Identity: id,
+				Err: fmt.Errorf("%w: dialled %s for agent %q, but whois says it is %q", ErrWrongMachine, addr, name, id.Machine)})
+		}
+	} else if !remote.Addr().IsLoopback() {
+		// hello.machine is only a claim: without whois it is believed on
+		// loopback alone.
+		return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Identity: id,
+			Err: fmt.Errorf("%w: no Whois to identify %s (only loopback agents are known by their hello)", ErrWrongMachine, remote.Addr())})
 	}
 	policy, err := f.trust.Decide(hctx, id)
 	if err == nil && policy == trust.Deny {
 		err = trust.ErrDenied
 	}
 	if err != nil {
-		return f.handshakeFailed(a, c, &trust.RefusedError{Remote: transport.RemoteAddrPort(nc), Identity: id, Err: err})
+		return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Identity: id, Err: err})
 	}
+	f.greet(c, hello, auth.ServerDialed)
 	return f.establish(a, c, addr, hello, early, id, policy)
 }
 
@@ -569,6 +582,7 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 		f.fireConnLocked(a, transport.EventTCPEstablished, nil)
 	}
 	f.mu.Unlock()
+	f.greet(c, hello, auth.AgentDialed)
 	if err := f.establish(a, c, remote.String(), hello, early, id, policy); err == nil {
 		f.dial.Connected(a.name)
 	}

@@ -71,8 +71,15 @@ type Tailnet interface {
 // Config is everything a Fleet is made of. New starts from defaults and
 // applies Options; every field is documented with its default.
 type Config struct {
-	// StateDir holds the server's bbolt state file (required).
+	// StateDir holds the server's bbolt state file and its key pair
+	// (required).
 	StateDir string
+	// KeyFile is the server's private key file (default
+	// <StateDir>/server.key, created with mode 0600 by New when absent).
+	// Every connection to an agent proves it; it is read again for each
+	// handshake, so that a rotation (auth.Rotate, `pifleet-server key
+	// rotate`) takes effect without a restart.
+	KeyFile string
 	// RegistryRoot is the bundle registry directory: Spawn reads a bundle's
 	// manifest there for the platform check and maxRejects, and the
 	// registry HTTP server serves it (required for Spawn).
@@ -143,6 +150,9 @@ type Config struct {
 
 // Option changes the Config of New.
 type Option func(*Config)
+
+// WithKeyFile sets Config.KeyFile.
+func WithKeyFile(path string) Option { return func(c *Config) { c.KeyFile = path } }
 
 // WithStateDir sets Config.StateDir.
 func WithStateDir(dir string) Option { return func(c *Config) { c.StateDir = dir } }

@@ -17,6 +17,7 @@ import (
 	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -32,7 +33,7 @@ func dialInAgent(t *testing.T, machine, localIP, inbound string) *agentWorld {
 	e2ekit.CleanupWorkers(t, stateDir)
 	return &agentWorld{bin: bin, cwd: ps.Dir,
 		args: []string{"serve", "--listen", localIP + ":0", "--machine", machine, "--server", "box",
-			"--whois-static", "127.0.0.1=box", "--state-dir", stateDir, "--pi", ps.Path},
+			"--whois-static", "127.0.0.1=box", "--server-key", auth.FormatPublicKey(testServerKey), "--state-dir", stateDir, "--pi", ps.Path},
 		env: processEnv(ps.Env, "PIFLEET_SESSIONS_ROOT="+filepath.Join(ps.AgentDir, "sessions"),
 			"PIFLEET_DIAL="+inbound, "PIFLEET_DIAL_FROM="+localIP)}
 }
@@ -72,6 +73,7 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	publish(t, reg, "plain", `{}`)
 	inbound := refusedAddr(t)
 	stateDir := shortDir(t, "pfs")
+	copyKeyFile(t, stateDir)
 	serve := func() *proc {
 		return startProc(t, "pifleet-server", serverBin, processEnv(os.Environ()), "pifleet-server serving",
 			"serve", "--state-dir", stateDir, "--registry", reg, "--listen", "127.0.0.1:0", "--inbound", inbound,

@@ -25,6 +25,7 @@ import (
 	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 )
 
 // procWait bounds every wait on a process, a log line or a change, so a
@@ -215,7 +216,7 @@ func newAgentWorld(t *testing.T, machine, pin, whois string) *agentWorld {
 	e2ekit.CleanupWorkers(t, stateDir)
 	return &agentWorld{bin: bin, addr: addr, cwd: ps.Dir, stateDir: stateDir,
 		args: []string{"serve", "--listen", addr, "--machine", machine, "--server", pin, "--whois-static", whois,
-			"--state-dir", stateDir, "--pi", ps.Path},
+			"--server-key", auth.FormatPublicKey(testServerKey), "--state-dir", stateDir, "--pi", ps.Path},
 		env: processEnv(ps.Env, "PIFLEET_SESSIONS_ROOT="+filepath.Join(ps.AgentDir, "sessions"))}
 }
 
@@ -319,6 +320,7 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
 	aw := newAgentWorld(t, "box", "box", "127.0.0.1=box")
+	aw.args = append(aw.args, "--behind-proxy") // the server reaches it through the proxy
 	release := gate(t, aw.cwd, "gate")
 	agentProc := aw.start(t)
 	proxy, err := netfault.Start(aw.addr)
@@ -328,6 +330,7 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 	t.Cleanup(func() { proxy.Close() })
 
 	stateDir := shortDir(t, "pfs") // the control socket lives there
+	copyKeyFile(t, stateDir)
 	serve := func() *proc {
 		return startProc(t, "pifleet-server", serverBin, processEnv(os.Environ()), "pifleet-server serving",
 			"serve", "--state-dir", stateDir, "--registry", reg, "--listen", "127.0.0.1:0",
@@ -621,5 +624,18 @@ func TestTwoWorkersInParallelStreamsNeverMix(t *testing.T) {
 		if !sawMark {
 			t.Errorf("worker %s's stream lacks its own tool result", w.name)
 		}
+	}
+}
+
+// copyKeyFile puts the tests' server key into a server state directory,
+// so that a pifleet-server process proves the key the agents trust.
+func copyKeyFile(t testing.TB, stateDir string) {
+	t.Helper()
+	data, err := os.ReadFile(testKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, fleet.KeyFile), data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,7 +58,7 @@ func startAgentWith(t testing.TB, kind pitest.Kind, registryRoot string, mod fun
 	e2ekit.CleanupWorkers(t, stateDir)
 	cfg := agent.Config{
 		Machine: "worker-01", Listen: "127.0.0.1:0",
-		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois,
+		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois, ServerKeys: []ed25519.PublicKey{testServerKey},
 		StateDir: stateDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: registryRoot,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1,
@@ -145,7 +146,8 @@ func TestEndToEndConnectionCut(t *testing.T) {
 	}
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
-	addr, cwd := startAgent(t, reg)
+	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) { c.BehindProxy = true })
+	cwd := ps.Dir
 	proxy, err := netfault.Start(addr)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,9 @@ var (
 	// decision and no prompter, a deny policy, or a failed whois); it is
 	// not dialled again until its policy changes and Retry is called.
 	ErrAgentRefused = errors.New("fleet: agent refused by trust")
+	// ErrWrongMachine: the peer at an agent's address is not that agent
+	// (whois names another machine), or it cannot be identified.
+	ErrWrongMachine = errors.New("fleet: not the machine expected")
 	// ErrUnknownAgent: no agent of that name is in the directory.
 	ErrUnknownAgent = errors.New("fleet: unknown agent")
 	// ErrUnknownInstance: no instance with that id is tracked.

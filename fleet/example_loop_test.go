@@ -4,6 +4,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log"
@@ -17,6 +18,7 @@ import (
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -114,9 +116,15 @@ func newExampleAgent(machine string) (_ *exampleAgent, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The server's key pair, made before the fleet's first start so that
+	// the agent can be given the key to obey.
+	serverKey, err := auth.LoadOrCreate(filepath.Join(d.StateDir, fleet.KeyFile))
+	if err != nil {
+		return nil, err
+	}
 	a, err := agent.New(agent.Config{
 		Machine: machine, Listen: "127.0.0.1:0",
-		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois,
+		Pin: trust.Pin{Machine: "orchestrator"}, Whois: whois, ServerKeys: []ed25519.PublicKey{serverKey.Public()},
 		StateDir: filepath.Join(root, "agent"), SessionsRoot: filepath.Join(root, "sessions"),
 		PiCommand: []string{os.Args[0], "worker"}, ShimCommand: []string{os.Args[0], "shim"},
 		Env: exampleWorkerEnv(filepath.Join(root, "home")), SessionsPoll: -1,

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -47,7 +49,10 @@ type Fleet struct {
 	store *serverstore.Store
 	trust *trust.Store
 	dial  *dialer.Dialer
-	reg   *registry.Server
+	// keys is the server's key ring as last read from Config.KeyFile.
+	keysMu sync.Mutex
+	keys   *auth.KeyRing
+	reg    *registry.Server
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -117,6 +122,13 @@ func New(opts ...Option) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = filepath.Join(cfg.StateDir, KeyFile)
+	}
+	ring, err := auth.LoadOrCreate(cfg.KeyFile)
+	if err != nil {
+		return nil, errors.Join(err, st.Close())
+	}
 	topts := []trust.Option{trust.WithClock(cfg.Now), trust.WithLogger(cfg.Logger)}
 	if cfg.Prompter != nil {
 		topts = append(topts, trust.WithPrompter(cfg.Prompter))
@@ -130,6 +142,7 @@ func New(opts ...Option) (*Fleet, error) {
 		log:           cfg.Logger.With().Str("component", "fleet").Logger(),
 		store:         st,
 		trust:         ts,
+		keys:          ring,
 		sessions:      map[string]*session.Projection{},
 		heads:         map[string]string{},
 		mirrors:       map[string]*session.Mirror{},

@@ -55,6 +55,7 @@ func startFleet(t testing.TB, stateDir, regRoot string, agents []fleet.Agent, op
 	tf := &testFleet{stateDir: stateDir, regRoot: regRoot, reports: make(chan fleet.TaskReport, 64)}
 	all := append([]fleet.Option{
 		fleet.WithStateDir(stateDir),
+		fleet.WithKeyFile(testKeyFile),
 		fleet.WithRegistry(regRoot, "127.0.0.1:0"),
 		fleet.WithAgents(agents...),
 		fleet.WithPrompter(trust.Fixed(trust.Steer)),

@@ -83,6 +83,9 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 		_ = c.TrySend(&transport.StopFrame{InstanceID: fr.Instance.InstanceID})
 	case *transport.HelloFrame:
 		// A second hello: ignored, as the reference does.
+	case *transport.AuthProofFrame:
+		// The agent's proof, checked before establishing on the
+		// connections that need it (agents that dial in).
 	case *transport.ErrorFrame:
 		f.log.Warn().Str("agent", a.name).Str("code", fr.Code).Str("message", fr.Message).Msg("agent reported an error")
 	default:

@@ -1,7 +1,9 @@
 package fleet_test
 
 import (
+	"crypto/ed25519"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -11,6 +13,7 @@ import (
 	"example.com/pifleet/internal/fsmkit/fsmtest"
 	"example.com/pifleet/internal/shim"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them:
@@ -33,8 +36,21 @@ func TestMain(m *testing.M) {
 			os.Exit(scripted.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 		}
 	}
+	dir, err := os.MkdirTemp("", "pfkey")
+	if err != nil {
+		panic(err)
+	}
+	testKeyFile = filepath.Join(dir, fleet.KeyFile)
+	ring, err := auth.LoadOrCreate(testKeyFile)
+	if err != nil {
+		panic(err)
+	}
+	testServerKey = ring.Public()
 	trace := fsmtest.StartTrace(fleetChecks)
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) { os.Exit(trace.Check(code)) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		os.RemoveAll(dir)
+		os.Exit(trace.Check(code))
+	}))
 }
 
 // notYet is the reason of the edges no test drives yet; the list shrinks
@@ -66,3 +82,10 @@ var fleetChecks = fsmtest.Checks{
 		fsmtest.Cover(transport.ConnectionTable),
 	},
 }
+
+// testKeyFile is the key file the tests' fleets use (fleet.WithKeyFile);
+// the tests' agents trust testServerKey, its public key.
+var (
+	testKeyFile   string
+	testServerKey ed25519.PublicKey
+)

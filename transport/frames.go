@@ -101,6 +101,10 @@ type HelloFrame struct {
 	// Proofs are a server's signatures over the connection's transcript,
 	// one per key it holds (pifleet addition).
 	Proofs []KeyProof
+	// Proxied is an agent's word that it is reached through a TCP proxy
+	// or NAT, so that the proofs cannot cover the TCP endpoints (pifleet
+	// addition).
+	Proxied bool
 }
 
 // FrameType returns "hello".
@@ -116,6 +120,7 @@ func (f *HelloFrame) Schema(s *Schema) {
 	s.Strings("capabilities", &f.Capabilities, Optional)
 	s.String("challenge", &f.Challenge, Optional)
 	Structs(s, "proofs", &f.Proofs, Optional)
+	s.Bool("proxied", &f.Proxied, Optional)
 }
 
 // HeartbeatFrame (both ways, every 15 s) keeps the connection alive. Conn

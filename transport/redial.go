@@ -27,6 +27,12 @@ type RedialConfig struct {
 	// Dial opens the connection (for example a net.Dialer's DialContext
 	// bound to the agent's address). Required.
 	Dial func(ctx context.Context) (net.Conn, error)
+	// Handshake, if set, runs first on the raw connection, before the Conn
+	// starts (no heartbeat, no frame read or written but its own): a key
+	// handshake that must control every byte. It returns the connection
+	// the Conn runs on (nc itself, or a wrapper holding bytes it read
+	// ahead). Its errors count as Authenticate's do.
+	Handshake func(ctx context.Context, nc net.Conn) (net.Conn, error)
 	// Authenticate runs when the TCP connection is up, with the Conn
 	// already running (heartbeats, expiry); typically it waits for the
 	// peer's hello with Conn.Receive and checks who the peer is. An error
@@ -201,13 +207,21 @@ func (d *driver) connect(ctx context.Context) {
 		d.lose(EventDialFailed, err)
 		return
 	}
-	d.conn = NewConn(nc, cfg.Conn)
 	d.fire(EventTCPEstablished, Transition{})
-
-	if cfg.Authenticate != nil {
-		authCtx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
-		err = cfg.Authenticate(authCtx, d.conn)
-		cancel()
+	authCtx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	if cfg.Handshake != nil {
+		raw := nc
+		if nc, err = cfg.Handshake(authCtx, raw); err != nil {
+			raw.Close()
+			nc = nil
+		}
+	}
+	if nc != nil {
+		d.conn = NewConn(nc, cfg.Conn)
+		if cfg.Authenticate != nil {
+			err = cfg.Authenticate(authCtx, d.conn)
+		}
 	}
 	switch {
 	case ctx.Err() != nil:

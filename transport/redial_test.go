@@ -356,3 +356,58 @@ func TestRedialerOverTCPThroughFaultyProxy(t *testing.T) {
 		}
 	}
 }
+
+// Handshake runs on the raw connection before the Conn starts: a failure
+// is a failed handshake (retried), and the connection it returns is the
+// one the Conn runs on.
+func TestRedialerHandshakeOnTheRawConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder(time.Hour)
+		var dials int
+		peers := make(chan net.Conn, 2)
+		r := NewRedialer(RedialConfig{
+			Dial: func(ctx context.Context) (net.Conn, error) {
+				dials++
+				a, b := net.Pipe()
+				peers <- b
+				return a, nil
+			},
+			Handshake: func(ctx context.Context, nc net.Conn) (net.Conn, error) {
+				if dials == 1 {
+					return nil, errors.New("no proof")
+				}
+				return nc, nil
+			},
+			Authenticate: func(ctx context.Context, c *Conn) error {
+				if dials == 1 {
+					t.Error("Authenticate ran after a failed Handshake")
+				}
+				return nil
+			},
+			OnTransition: rec.record,
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		first := <-peers
+		if _, err := first.Read(make([]byte, 1)); err == nil {
+			t.Error("the connection of a failed handshake is open")
+		}
+		<-peers
+		synctest.Wait()
+		if r.State() != StateEstablished || r.Conn() == nil {
+			t.Fatalf("state %s after a good handshake", r.State())
+		}
+		cancel()
+		<-done
+		want := []step{{EventTCPEstablished, StateAuthenticating, 0}, {EventHandshakeFailed, StateLost, time.Second},
+			{EventRetry, StateConnecting, 0}, {EventTCPEstablished, StateAuthenticating, 0}, {EventAllowed, StateEstablished, 0}}
+		got := steps(rec.transitions())
+		if len(got) > len(want) {
+			got = got[:len(want)]
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("(-want +got):\n%s", d)
+		}
+	})
+}

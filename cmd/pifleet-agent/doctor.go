@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	"example.com/pifleet/bundle/cache"
+	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/cli"
+	"example.com/pifleet/internal/fileperm"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -27,6 +31,8 @@ type DoctorCmd struct {
 	Timeout     time.Duration `help:"Timeout of each check." default:"20s" env:"PIFLEET_DOCTOR_TIMEOUT"`
 	Server      string        `help:"The pinned server (as serve's --server): each --dial address is checked to be it." env:"PIFLEET_SERVER"`
 	Dial        []string      `help:"A server address serve dials (as serve's --dial): whois must name the pinned server. Nothing is sent to it." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
+
+	KeyFlags `embed:""` // as serve is given them: reported
 }
 
 // check is one line of the report.
@@ -36,6 +42,12 @@ type check struct {
 	skip string // non-empty: not run, reported SKIP with this reason
 }
 
+// warning is a check's error that is reported WARN without failing the
+// doctor: the setup works, but less safely than it could.
+type warning struct{ msg string }
+
+func (w warning) Error() string { return w.msg }
+
 // Run prints the report.
 func (d *DoctorCmd) Run(out *Output) error {
 	checks := []check{
@@ -43,6 +55,8 @@ func (d *DoctorCmd) Run(out *Output) error {
 		{name: "state dir", run: d.checkStateDir},
 		{name: "tailscale", run: d.checkTailscale},
 		{name: "bundle cache", run: d.checkCache},
+		{name: "server key", run: d.checkServerKey},
+		{name: "permissions", run: d.checkPermissions},
 	}
 	if len(d.WhoisStatic) > 0 {
 		checks[2].skip = "static identity map configured"
@@ -59,6 +73,11 @@ func (d *DoctorCmd) Run(out *Output) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d.Timeout)
 		detail, err := c.run(ctx)
 		cancel()
+		var w warning
+		if errors.As(err, &w) {
+			fmt.Fprintf(out.Out, "WARN %-12s %v\n", c.name, err)
+			continue
+		}
 		if err != nil {
 			failed++
 			fmt.Fprintf(out.Out, "FAIL %-12s %v\n", c.name, err)
@@ -184,4 +203,59 @@ func (d *DoctorCmd) checkCache(context.Context) (string, error) {
 		return "", fmt.Errorf("%d of %d bundle(s) damaged: %s", len(bad), n, strings.Join(bad, "; "))
 	}
 	return fmt.Sprintf("%d bundle(s) intact", n), nil
+}
+
+// checkServerKey reports which server the agent obeys: the keys given,
+// the key trusted on first use, or (a warning) any server of the pinned
+// machine without a key.
+func (d *DoctorCmd) checkServerKey(context.Context) (string, error) {
+	keys, err := auth.ParsePublicKeys(strings.Join(d.ServerKey, ","))
+	if err != nil {
+		return "", fmt.Errorf("--server-key: %w", err)
+	}
+	var learnt []ed25519.PublicKey
+	if d.TrustFirstServerKey {
+		if learnt, err = auth.ReadPublicKeys(filepath.Join(d.StateDir, agent.TrustedServerKeysFile)); err != nil {
+			return "", err
+		}
+	}
+	var parts []string
+	switch {
+	case len(keys) > 0:
+		parts = append(parts, fmt.Sprintf("obeys %d key(s): %s", len(keys), formatKeys(keys)))
+	case d.TrustFirstServerKey && len(learnt) > 0:
+		parts = append(parts, "obeys the key trusted on first use: "+formatKeys(learnt))
+	case d.TrustFirstServerKey:
+		parts = append(parts, "trusts the key of the first server that connects (none yet)")
+	case !d.AllowV1Server:
+		return "", errors.New("no server key: serve refuses to start without --server-key, --trust-first-server-key or --allow-v1-server")
+	}
+	if d.AllowV1Server {
+		return "", warning{strings.Join(append(parts, "SERVERS WITHOUT A KEY PROOF ARE ACCEPTED (--allow-v1-server): any process on the pinned machine can command this agent"), "; ")}
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+func formatKeys(keys []ed25519.PublicKey) string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = auth.FormatPublicKey(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkPermissions fails when other users can reach the state directory
+// or the files that hold keys and the database.
+func (d *DoctorCmd) checkPermissions(context.Context) (string, error) {
+	paths := []string{d.StateDir, filepath.Join(d.StateDir, agent.AgentKeyFile),
+		filepath.Join(d.StateDir, agent.TrustedServerKeysFile), filepath.Join(d.StateDir, "agent.db"),
+		filepath.Join(d.StateDir, "handles"), filepath.Join(d.StateDir, "workers")}
+	problems, err := fileperm.Check(paths...)
+	if err != nil {
+		return "", err
+	}
+	if len(problems) > 0 {
+		return "", errors.New(fileperm.Summary(problems))
+	}
+	return "state directory and key files private to this user", nil
 }

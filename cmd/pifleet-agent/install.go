@@ -29,6 +29,7 @@ type InstallCmd struct {
 	Home       string   `help:"Home directory the definition is written under (default: yours)." type:"path" env:"PIFLEET_INSTALL_HOME"`
 	Binary     string   `help:"The agent binary the service runs (default: this one)." type:"path" env:"PIFLEET_INSTALL_BINARY"`
 
+	KeyFlags  `embed:""`
 	ExecFlags `embed:""`
 }
 
@@ -49,6 +50,10 @@ func (c *InstallCmd) Run(out *Output) error {
 			return err
 		}
 		bin = exe
+	}
+	// An agent that would refuse to start is not installed.
+	if _, err := c.KeyFlags.keys(); err != nil {
+		return err
 	}
 	args := c.serveArgs()
 	var (
@@ -91,6 +96,7 @@ func (c *InstallCmd) Run(out *Output) error {
 // serveArgs are the serve flags persisted in the service, in a fixed order.
 func (c *InstallCmd) serveArgs() []string {
 	args := []string{"serve", "--server", c.Server, "--port", strconv.Itoa(c.Port), "--state-dir", c.StateDir, "--pi", c.Pi}
+	args = append(args, c.KeyFlags.args()...)
 	if c.Listen != "" {
 		args = append(args, "--listen", c.Listen)
 	}

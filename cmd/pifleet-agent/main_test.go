@@ -22,13 +22,14 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 // Checklist 2.14 item 134: the systemd unit's path and content.
 func TestInstallSystemd_134(t *testing.T) {
 	home := t.TempDir()
-	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", home, "--binary", "/usr/local/bin/pifleet-agent")
+	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", testKey, "--home", home, "--binary", "/usr/local/bin/pifleet-agent")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{
 		filepath.Join(home, ".config/systemd/user/pifleet-agent.service"),
 		"ExecStart=/usr/local/bin/pifleet-agent serve --server orchestrator --port 9788",
+		"--server-key " + testKey,
 		"Restart=on-failure",
 		"After=network-online.target tailscaled.service",
 		"KillMode=process",
@@ -38,7 +39,7 @@ func TestInstallSystemd_134(t *testing.T) {
 		}
 	}
 	// without --print it is written there
-	if code, _, errs := runCLI(t, "install", "--systemd", "--server", "orchestrator", "--home", home); code != 0 {
+	if code, _, errs := runCLI(t, "install", "--systemd", "--server", "orchestrator", "--trust-first-server-key", "--home", home); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	if _, err := os.Stat(filepath.Join(home, ".config/systemd/user/pifleet-agent.service")); err != nil {
@@ -50,7 +51,7 @@ func TestInstallSystemd_134(t *testing.T) {
 // the server name as an argument.
 func TestInstallLaunchd_135(t *testing.T) {
 	home := t.TempDir()
-	code, out, errs := runCLI(t, "install", "--launchd", "--print", "--server", "orchestrator", "--home", home)
+	code, out, errs := runCLI(t, "install", "--launchd", "--print", "--server", "orchestrator", "--allow-v1-server", "--home", home)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -63,6 +64,22 @@ func TestInstallLaunchd_135(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("plist lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// testKey is a well-formed server key.
+const testKey = "ed25519:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+// An agent installed without a server key would refuse to start: install
+// refuses too, naming the flags; a bad key is named.
+func TestInstallNeedsServerKey(t *testing.T) {
+	code, _, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir())
+	if code == 0 || !strings.Contains(errs, "--server-key") || !strings.Contains(errs, "--allow-v1-server") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, _, errs = runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", "ed25519:short", "--home", t.TempDir())
+	if code == 0 || !strings.Contains(errs, "ed25519:short") {
+		t.Fatalf("bad key: exit %d: %s", code, errs)
 	}
 }
 
@@ -84,6 +101,7 @@ func TestVersion(t *testing.T) {
 // doctor prints one line per check and fails when one fails.
 func TestDoctor(t *testing.T) {
 	dir := t.TempDir()
+	os.Chmod(dir, 0o700) // as the agent creates it
 	code, out, _ := runCLI(t, "doctor", "--state-dir", dir, "--pi", "/nonexistent/pi", "--whois-static", "127.0.0.1=x")
 	if code == 0 {
 		t.Fatalf("doctor passed with no pi:\n%s", out)
@@ -93,10 +111,34 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("doctor output lacks %q:\n%s", want, out)
 		}
 	}
-	fake := filepath.Join(dir, "pi")
+	if !strings.Contains(out, "FAIL server key") {
+		t.Errorf("no server key is not reported:\n%s", out)
+	}
+	fake := filepath.Join(t.TempDir(), "pi")
 	os.WriteFile(fake, []byte("#!/bin/sh\necho 0.73.1\n"), 0o755)
-	code, out, _ = runCLI(t, "doctor", "--state-dir", dir, "--pi", fake, "--whois-static", "127.0.0.1=x")
-	if code != 0 || !strings.Contains(out, "PASS pi") || !strings.Contains(out, "0.73.1") {
+	code, out, _ = runCLI(t, "doctor", "--state-dir", dir, "--pi", fake, "--whois-static", "127.0.0.1=x", "--server-key", testKey)
+	if code != 0 || !strings.Contains(out, "PASS pi") || !strings.Contains(out, "0.73.1") || !strings.Contains(out, "PASS server key") ||
+		!strings.Contains(out, "PASS permissions") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// doctor warns loudly about --allow-v1-server (without failing) and fails
+// on a state directory or key file other users can read.
+func TestDoctorSecurity(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	fake := filepath.Join(t.TempDir(), "pi")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho 0.73.1\n"), 0o755)
+	args := []string{"doctor", "--state-dir", dir, "--pi", fake, "--whois-static", "127.0.0.1=x"}
+	code, out, _ := runCLI(t, append(args, "--allow-v1-server")...)
+	if code != 0 || !strings.Contains(out, "WARN server key") || !strings.Contains(out, "WITHOUT A KEY PROOF") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(dir, agent.AgentKeyFile), []byte("x"), 0o644)
+	os.Chmod(dir, 0o755)
+	code, out, _ = runCLI(t, append(args, "--server-key", testKey)...)
+	if code == 0 || !strings.Contains(out, "FAIL permissions") || !strings.Contains(out, "agent.key is 0644") || !strings.Contains(out, "is 0755") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	// A --dial address must be the pinned server, by whois alone.
@@ -111,7 +153,7 @@ func TestDoctor(t *testing.T) {
 // Checklist 136: the exec flags are kept in the service's command line, in
 // the reference's order; with exec off there are none.
 func TestInstallKeepsExecFlags_136(t *testing.T) {
-	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(),
+	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", testKey, "--home", t.TempDir(),
 		"--binary", "/b", "--exec-policy", "full", "--exec-root", "/", "--max-execs", "6", "--exec-timeout", "900")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -119,7 +161,7 @@ func TestInstallKeepsExecFlags_136(t *testing.T) {
 	if !strings.Contains(out, " --exec-policy full --exec-root / --max-execs 6 --exec-timeout 900") {
 		t.Errorf("unit:\n%s", out)
 	}
-	code, out, _ = runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(), "--binary", "/b")
+	code, out, _ = runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", testKey, "--home", t.TempDir(), "--binary", "/b")
 	if code != 0 || strings.Contains(out, "--exec") {
 		t.Errorf("exec off, unit:\n%s", out)
 	}
@@ -128,7 +170,8 @@ func TestInstallKeepsExecFlags_136(t *testing.T) {
 // serve refuses a bad pin, and says loudly when a static map is in force.
 func TestServeConfig(t *testing.T) {
 	var out, errb bytes.Buffer
-	c := &ServeCmd{Server: "orchestrator", Port: 9788, WhoisStatic: []string{"127.0.0.1=orchestrator"}, StateDir: t.TempDir(), Pi: "pi", FsAccess: "workspace"}
+	c := &ServeCmd{Server: "orchestrator", Port: 9788, WhoisStatic: []string{"127.0.0.1=orchestrator"}, StateDir: t.TempDir(), Pi: "pi", FsAccess: "workspace",
+		KeyFlags: KeyFlags{ServerKey: []string{testKey}}}
 	cfg, err := c.config(cli.NewLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +179,7 @@ func TestServeConfig(t *testing.T) {
 	if !strings.Contains(errb.String(), "STATIC IDENTITY MAP IN FORCE") {
 		t.Errorf("no loud warning: %q", errb.String())
 	}
-	if cfg.Pin.Machine != "orchestrator" || len(cfg.ShimCommand) != 2 || cfg.ShimCommand[1] != "shim" {
+	if cfg.Pin.Machine != "orchestrator" || len(cfg.ShimCommand) != 2 || cfg.ShimCommand[1] != "shim" || len(cfg.ServerKeys) != 1 {
 		t.Errorf("config %+v", cfg)
 	}
 	c.ExecFlags = ExecFlags{ExecPolicy: "full", ExecRoot: []string{"/srv"}, MaxExecs: 2, ExecTimeout: 60}
@@ -144,6 +187,23 @@ func TestServeConfig(t *testing.T) {
 	if err != nil || cfg.ExecPolicy != agent.ExecFull || cfg.ExecRoots[0] != "/srv" || cfg.MaxExecs != 2 || cfg.ExecTimeout != time.Minute {
 		t.Errorf("exec config %+v %v", cfg, err)
 	}
+	if strings.Contains(errb.String(), "WITHOUT A KEY PROOF") {
+		t.Errorf("v1 warning without --allow-v1-server: %q", errb.String())
+	}
+	c.AllowV1Server = true
+	errb.Reset()
+	if _, err := c.config(cli.NewLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errb.String(), "SERVERS WITHOUT A KEY PROOF ARE ACCEPTED (--allow-v1-server)") {
+		t.Errorf("no loud v1 warning: %q", errb.String())
+	}
+	c.AllowV1Server = false
+	c.ServerKey = []string{"ed25519:nope"}
+	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil || !strings.Contains(err.Error(), "--server-key") {
+		t.Errorf("bad key: %v", err)
+	}
+	c.ServerKey = []string{testKey}
 	c.Server = "bad pin"
 	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil {
 		t.Error("a pin with a space was accepted")
@@ -170,8 +230,10 @@ func TestServeConfig(t *testing.T) {
 // them into the service's command line.
 func TestDialFlagAndVariable(t *testing.T) {
 	t.Setenv("PIFLEET_DIAL", "100.64.0.1:9790,100.64.0.2:9790")
+	t.Setenv("PIFLEET_SERVER_KEY", testKey+","+testKey)
 	code, out, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--home", t.TempDir(), "--binary", "/bin/pa")
-	if code != 0 || !strings.Contains(out, "--dial 100.64.0.1:9790 --dial 100.64.0.2:9790") {
+	if code != 0 || !strings.Contains(out, "--dial 100.64.0.1:9790 --dial 100.64.0.2:9790") ||
+		!strings.Contains(out, "--server-key "+testKey+" --server-key "+testKey) {
 		t.Fatalf("exit %d: %s%s", code, out, errs)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -16,6 +18,7 @@ import (
 
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -39,7 +42,58 @@ type ServeCmd struct {
 	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY_URL"`
 	Model       string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
 
+	KeyFlags  `embed:""`
 	ExecFlags `embed:""`
+}
+
+// KeyFlags say which server the agent obeys beyond the pin: the holder of
+// a key.
+type KeyFlags struct {
+	ServerKey           []string `help:"The server key to obey (ed25519:…, printed by 'pifleet-server key' on the server). Every connection must prove it before the agent does anything. Repeatable; any of them is accepted (during a key rotation)." env:"PIFLEET_SERVER_KEY" sep:","`
+	TrustFirstServerKey bool     `help:"Without --server-key: trust the key the first server proves, store it in the state directory, and obey only that key afterwards (until then any process on the pinned machine could be the one trusted)." env:"PIFLEET_TRUST_FIRST_SERVER_KEY"`
+	AllowV1Server       bool     `name:"allow-v1-server" help:"Also accept servers that prove no key (the TypeScript pi-fleet). Then ANY process on the pinned machine can command this agent; the pin still applies." env:"PIFLEET_ALLOW_V1_SERVER"`
+	BehindProxy         bool     `help:"The server reaches this agent through a TCP proxy or NAT (the two see different addresses): the key proof then does not cover the TCP addresses, so whoever runs the proxy could relay a connection." env:"PIFLEET_BEHIND_PROXY"`
+}
+
+// keys parses --server-key and refuses a setup in which the agent would
+// obey nobody.
+func (k KeyFlags) keys() ([]ed25519.PublicKey, error) {
+	keys, err := auth.ParsePublicKeys(strings.Join(k.ServerKey, ","))
+	if err != nil {
+		return nil, fmt.Errorf("--server-key: %w", err)
+	}
+	if len(keys) == 0 && !k.TrustFirstServerKey && !k.AllowV1Server {
+		return nil, errors.New("no server key: give --server-key (run 'pifleet-server key' on the server), or --trust-first-server-key, or --allow-v1-server for a TypeScript server")
+	}
+	return keys, nil
+}
+
+// apply copies the flags into cfg.
+func (k KeyFlags) apply(cfg *agent.Config) error {
+	keys, err := k.keys()
+	if err != nil {
+		return err
+	}
+	cfg.ServerKeys, cfg.TrustFirstServerKey, cfg.AllowV1Server, cfg.BehindProxy = keys, k.TrustFirstServerKey, k.AllowV1Server, k.BehindProxy
+	return nil
+}
+
+// args are the flags as a serve command line (for a service definition).
+func (k KeyFlags) args() []string {
+	var out []string
+	for _, key := range k.ServerKey {
+		out = append(out, "--server-key", key)
+	}
+	if k.TrustFirstServerKey {
+		out = append(out, "--trust-first-server-key")
+	}
+	if k.AllowV1Server {
+		out = append(out, "--allow-v1-server")
+	}
+	if k.BehindProxy {
+		out = append(out, "--behind-proxy")
+	}
+	return out
 }
 
 // ExecFlags configure the exec plane: the pinned server running commands
@@ -161,6 +215,9 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		}
 		cfg.DialFrom = ip
 	}
+	if err := c.KeyFlags.apply(&cfg); err != nil {
+		return cfg, err
+	}
 	c.ExecFlags.apply(&cfg)
 	exe, err := os.Executable()
 	if err != nil {
@@ -176,6 +233,11 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 			return cfg, err
 		}
 		cfg.DefaultModel = &m
+	}
+	if c.AllowV1Server {
+		fmt.Fprintf(out.Err, "\n*** WARNING: SERVERS WITHOUT A KEY PROOF ARE ACCEPTED (--allow-v1-server) ***\n"+
+			"*** Any process on %s can command this agent and its workers. ***\n\n", pin.Machine)
+		log.Warn().Str("server", pin.String()).Msg("SERVERS WITHOUT A KEY PROOF ARE ACCEPTED (--allow-v1-server): any process on the pinned machine can command this agent")
 	}
 	if len(c.WhoisStatic) > 0 {
 		st, err := identity.ParseStatic(c.WhoisStatic...)

@@ -17,6 +17,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/fileperm"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
 )
@@ -91,6 +92,9 @@ type serverChecks struct {
 	// caches verifies the connected agents' bundle caches (the fleet);
 	// nil leaves them unchecked.
 	caches cacheVerifier
+	// stateDir is checked for permissions that let other users in ("":
+	// not checked).
+	stateDir string
 }
 
 // cacheVerifier is what doctor needs of the fleet to check the agents'
@@ -116,7 +120,27 @@ func (s serverChecks) run(ctx context.Context, st fleet.Status) []controlapi.Che
 			checks = append(checks, *caches[i])
 		}
 	}
-	return append(checks, registryCheck(s.registry))
+	checks = append(checks, registryCheck(s.registry))
+	if s.stateDir != "" {
+		checks = append(checks, permissionsCheck(s.stateDir))
+	}
+	return checks
+}
+
+// permissionsCheck fails when other users can reach the state directory,
+// the server's key, the control API's token or the database.
+func permissionsCheck(stateDir string) controlapi.Check {
+	c := controlapi.Check{Name: "permissions", Result: controlapi.CheckPass,
+		Detail: "state directory, key and token private to this user"}
+	problems, err := fileperm.Check(stateDir, filepath.Join(stateDir, fleet.KeyFile),
+		filepath.Join(stateDir, controlapi.TokenName), filepath.Join(stateDir, fleet.StateFile))
+	switch {
+	case err != nil:
+		c.Result, c.Detail = controlapi.CheckFail, err.Error()
+	case len(problems) > 0:
+		c.Result, c.Detail = controlapi.CheckFail, fileperm.Summary(problems)
+	}
+	return c
 }
 
 // checkCaches verifies the bundle cache of every connected agent, all at

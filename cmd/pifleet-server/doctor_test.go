@@ -15,6 +15,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
@@ -153,5 +154,24 @@ func TestCacheChecks(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("checks (-want +got):\n%s", d)
+	}
+}
+
+// doctor fails when other users can reach the state directory or the
+// server's key or token, and passes once they are private.
+func TestDoctorPermissions(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o700)
+	for _, name := range []string{"server.key", "control.token"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600)
+	}
+	if c := permissionsCheck(dir); c.Result != controlapi.CheckPass {
+		t.Fatalf("private state: %+v", c)
+	}
+	os.Chmod(filepath.Join(dir, "server.key"), 0o640)
+	os.Chmod(dir, 0o755)
+	c := permissionsCheck(dir)
+	if c.Result != controlapi.CheckFail || !strings.Contains(c.Detail, "server.key is 0640") || !strings.Contains(c.Detail, "is 0755") {
+		t.Fatalf("open state: %+v", c)
 	}
 }

@@ -62,6 +62,7 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 		StateDir: agentDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
 		StopGrace: 2 * time.Second, SessionsPoll: -1, ExecPolicy: agent.ExecFull,
+		TrustFirstServerKey: true, // the server below is the first to connect
 	})
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + agentAddr}, WhoisStatic: []string{"127.0.0.1=box"}}

@@ -7,6 +7,7 @@
 //	pifleet-server bundle list --registry DIR
 //	pifleet-server bundle show --registry DIR NAME
 //	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR] [--ui 127.0.0.1:9791]
+//	pifleet-server key | key rotate [--grace 168h]
 //	pifleet-server status | tasks | watch | doctor | sessions       [--json]
 //	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
 //	pifleet-server prompt INSTANCE TEXT [--wait] [--task]
@@ -43,6 +44,7 @@ type CLI struct {
 
 	Bundle BundleCmd `cmd:"" help:"Publish and inspect bundles in a registry directory."`
 	Serve  ServeCmd  `cmd:"" help:"Run the fleet, the bundle registry and the control API."`
+	Key    KeyCmd    `cmd:"" help:"Print or rotate the server's key (the one agents are given with --server-key)."`
 
 	Status   StatusCmd   `cmd:"" group:"Client" help:"Show agents, instances and tasks."`
 	Spawn    SpawnCmd    `cmd:"" group:"Client" help:"Spawn a worker; prints its instance id."`

@@ -188,7 +188,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 	}()
 
 	backend := &fleetBackend{f: f, watchBuffer: 1024,
-		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second, caches: f}.run}
+		doctor: serverChecks{tailscale: ts, registry: c.Registry, timeout: 20 * time.Second, caches: f, stateDir: c.StateDir}.run}
 	srvOpts = append(srvOpts, controlapi.WithLogger(log), controlapi.WithTools(catalog.New(backend)))
 	var uiURL string
 	if uiLn != nil {
@@ -209,7 +209,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 		}()
 	}
 	log.Info().Str("api", apiAddr.String()).Str("registry", regURL).Str("ui", uiURL).Str("stateDir", c.StateDir).
-		Int("agents", len(c.Agent)).Msg("pifleet-server serving")
+		Int("agents", len(c.Agent)).Str("key", publicKeyText(f)).Msg("pifleet-server serving")
 	if ready != nil {
 		ready(served{API: apiAddr, Registry: regURL, UI: uiURL})
 	}

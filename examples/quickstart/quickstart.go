@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"embed"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -127,7 +129,15 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	tr.say("published bundle %q %s: %s", man.Name, shortHash(man.BundleHash), describe(man))
 
-	agentAddr, stopAgent, err := startAgent(ctx, o, d, whois, log)
+	// The server's key pair is created on its first start; made here
+	// first so that the agent can be told which key to obey.
+	serverKey, err := auth.LoadOrCreate(filepath.Join(d.server, fleet.KeyFile))
+	if err != nil {
+		return err
+	}
+	tr.say("server key %s (the agent obeys only a server that proves it)", auth.FormatPublicKey(serverKey.Public()))
+
+	agentAddr, stopAgent, err := startAgent(ctx, o, d, whois, serverKey.Public(), log)
 	if err != nil {
 		return err
 	}
@@ -305,12 +315,13 @@ func review(ctx context.Context, timeout time.Duration, inst *fleet.Instance) (s
 // system picks), pinned to the server's machine. Its workers run under the
 // shim, which is this program ("quickstart shim"), and are either the real
 // pi or this program again ("quickstart worker").
-func startAgent(ctx context.Context, o options, d dirs, whois identity.Whois, log zerolog.Logger) (addr string, stop func() error, err error) {
+func startAgent(ctx context.Context, o options, d dirs, whois identity.Whois, serverKey ed25519.PublicKey, log zerolog.Logger) (addr string, stop func() error, err error) {
 	cfg := agent.Config{
 		Machine:      machine,
 		Listen:       "127.0.0.1:0",
 		Pin:          trust.Pin{Machine: machine},
 		Whois:        whois,
+		ServerKeys:   []ed25519.PublicKey{serverKey},
 		StateDir:     d.agent,
 		SessionsRoot: d.sessions,
 		ShimCommand:  []string{o.self, cmdShim},

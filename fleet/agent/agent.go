@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"example.com/pifleet/fleet/agent/internal/worktree"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 )
 
@@ -32,6 +34,11 @@ type Agent struct {
 	cfg   Config
 	log   zerolog.Logger
 	store *agentstore.Store
+	// key is the agent's own key (<StateDir>/agent.key), proven to
+	// servers that ask (agents that dial in).
+	key ed25519.PrivateKey
+	// learnMu serialises trust-on-first-use of the server key.
+	learnMu sync.Mutex
 	// handles keeps the workers' re-adoption handles (no fsync).
 	handles *handleFiles
 	cache   *cache.Cache
@@ -99,12 +106,18 @@ func New(cfg Config) (*Agent, error) {
 		store.Close()
 		return nil, fmt.Errorf("agent: bundle cache: %w", err)
 	}
+	ring, err := auth.LoadOrCreate(filepath.Join(cfg.StateDir, AgentKeyFile))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	lister := session.NewLister(cfg.SessionsRoot, session.WithLogger(cfg.Logger))
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg:        cfg,
 		log:        cfg.Logger.With().Str("component", "agent").Logger(),
 		store:      store,
+		key:        ring.Current,
 		handles:    newHandleFiles(filepath.Join(cfg.StateDir, "handles")),
 		cache:      bc,
 		lister:     lister,
@@ -301,13 +314,14 @@ func (a *Agent) serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// admit sets up an accepted connection; a refused peer is closed
-// without a byte.
+// admit sets up an accepted connection: the pin gate (a refused peer is
+// closed without a byte), then the key handshake (the server must prove a
+// trusted key before anything but the agent's hello is sent or any frame
+// processed).
 func (a *Agent) admit(ctx context.Context, nc net.Conn) {
-	p, err := a.setup(ctx, nc, a.connOptions(), false)
+	p, err := a.setup(ctx, nc)
 	if err != nil {
-		a.log.Warn().Err(err).Stringer("remote", transport.RemoteAddrPort(nc)).Msg("connection refused")
-		return
+		return // logged by gate or authenticate
 	}
 	a.handle(ctx, p)
 }
@@ -315,26 +329,25 @@ func (a *Agent) admit(ctx context.Context, nc net.Conn) {
 // The connection-setup path. Accepted and dialled connections go through
 // the same two steps, in this order:
 //
-//	gate   whois of the remote address and the pin check, before any byte
-//	greet  our hello, and on a dialled connection the server's in return
+//	gate          whois of the remote address and the pin check, before any byte
+//	authenticate  our hello with a fresh challenge, the server's proof, our proof
 //
 // setup runs both for an accepted connection; a dialled one runs them from
-// its Redialer's Dial and Authenticate hooks (dial.go), because the
-// Redialer owns the Conn in between.
+// its Redialer's Dial hook (dial.go), before the Redialer starts the Conn.
 
-// setup gates nc, starts its Conn and greets the peer. On error nc is
-// closed.
-func (a *Agent) setup(ctx context.Context, nc net.Conn, opts transport.Options, dialled bool) (*peer, error) {
+// setup gates and authenticates an accepted nc and starts its Conn. On
+// error nc is closed.
+func (a *Agent) setup(ctx context.Context, nc net.Conn) (*peer, error) {
 	id, err := a.gate(ctx, nc)
+	if err != nil {
+		a.log.Warn().Err(err).Stringer("remote", transport.RemoteAddrPort(nc)).Msg("connection refused")
+		return nil, err
+	}
+	res, err := a.authenticate(ctx, nc, id, false)
 	if err != nil {
 		return nil, err
 	}
-	p := a.newPeer(transport.NewConn(nc, opts), id)
-	if err := a.greet(ctx, p, dialled); err != nil {
-		p.conn.Close()
-		return nil, err
-	}
-	return p, nil
+	return a.newPeer(transport.NewConn(res.Conn, a.connOptions()), id, res), nil
 }
 
 // gate identifies nc's peer and admits only the pinned server; anyone
@@ -357,40 +370,60 @@ func (a *Agent) connOptions() transport.Options {
 		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout}
 }
 
-func (a *Agent) newPeer(c *transport.Conn, id identity.Identity) *peer {
+func (a *Agent) newPeer(c *transport.Conn, id identity.Identity, res *auth.AgentResult) *peer {
 	remote := transport.RemoteAddrPort(c.NetConn())
-	return &peer{
-		conn:    c,
-		key:     fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
-		id:      id,
-		sent:    make(chan struct{}),
-		greeted: make(chan struct{}),
+	p := &peer{
+		conn: c,
+		key:  fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
+		id:   id,
+		sent: make(chan struct{}),
 	}
+	if res.ServerHello != nil {
+		p.greetedBy(res.ServerHello)
+	}
+	return p
 }
 
-// greet sends the agent's hello (reference 1.6: the agent speaks first).
-// On a connection the agent dialled, the server answers with its own
-// hello once its trust check admitted the agent; until then the agent is
-// not connected, and a close or any other frame first fails the
-// handshake. On an accepted connection the server's hello (a TypeScript
-// server sends none) is taken whenever it comes, by dispatch.
-func (a *Agent) greet(ctx context.Context, p *peer, dialled bool) error {
-	if err := p.conn.Send(ctx, a.hello()); err != nil {
-		return err
-	}
-	if !dialled {
-		return nil
-	}
-	f, err := p.conn.Receive(ctx)
+// authenticate runs the key handshake of every connection, whoever
+// dialled: the agent's hello with a fresh challenge, then the server's
+// proof, then the agent's own. A wrong, missing or late proof closes nc
+// and is logged with the peer's identity. dialed says that the agent
+// opened the connection.
+func (a *Agent) authenticate(ctx context.Context, nc net.Conn, id identity.Identity, dialed bool) (*auth.AgentResult, error) {
+	remote := transport.RemoteAddrPort(nc)
+	trusted, err := a.trustedServerKeys()
 	if err != nil {
-		return fmt.Errorf("agent: waiting for the server's hello: %w", err)
+		nc.Close()
+		a.log.Error().Err(err).Stringer("remote", remote).Msg("connection refused: trusted server keys unreadable")
+		return nil, err
 	}
-	h, ok := f.(*transport.HelloFrame)
-	if !ok {
-		return fmt.Errorf("agent: the server sent %s before its hello", f.FrameType())
+	res, err := auth.AgentHandshake(ctx, nc, auth.AgentConfig{
+		Hello:           a.hello(),
+		Key:             a.key,
+		TrustedKeys:     trusted,
+		TrustOnFirstUse: a.cfg.TrustFirstServerKey,
+		Learn:           a.learnServerKey,
+		AllowV1:         a.cfg.AllowV1Server && !dialed, // a server dialled in to is a pifleet one
+		Timeout:         a.cfg.HandshakeTimeout,
+		Dialed:          dialed,
+		Proxied:         a.cfg.BehindProxy,
+	})
+	if err != nil {
+		a.log.Warn().Err(err).Stringer("remote", remote).Str("machine", id.Machine).Str("user", id.User).
+			Msg("connection refused: the server did not prove a trusted key")
+		return nil, err
 	}
-	p.greetedBy(h)
-	return nil
+	ev := a.log.Info().Stringer("remote", remote).Str("machine", id.Machine).Str("user", id.User)
+	switch {
+	case res.V1():
+		a.log.Warn().Stringer("remote", remote).Str("machine", id.Machine).Str("user", id.User).
+			Msg("server proved no key; accepted because v1 servers are allowed (--allow-v1-server)")
+	case res.Learned:
+		ev.Str("key", auth.FormatPublicKey(res.ServerKey)).Msg("server key trusted on first use and stored")
+	default:
+		ev.Str("key", auth.FormatPublicKey(res.ServerKey)).Msg("server proved its key")
+	}
+	return res, nil
 }
 
 // peer is one admitted connection.
@@ -398,25 +431,22 @@ type peer struct {
 	conn *transport.Conn
 	key  string // owner key of tasks submitted on this connection
 	id   identity.Identity
-	// pifleet is set once the peer announced CapabilityPifleet.
+	// pifleet is set once the peer announced CapabilityPifleet (in the
+	// handshake's hello, or a later one).
 	pifleet atomic.Bool
-	sent    chan struct{} // closed after hello and the outbox replay
-	// greeted is closed when the server's hello arrived (a pifleet server
-	// sends one; a TypeScript server never does).
-	greeted   chan struct{}
-	greetOnce sync.Once
+	sent    chan struct{} // closed after the outbox replay
 }
 
-// greetedBy records the server's hello.
+// greetedBy records the server's hello (the handshake's, or a later one).
 func (p *peer) greetedBy(h *transport.HelloFrame) {
 	if slices.Contains(h.Capabilities, transport.CapabilityPifleet) {
 		p.pifleet.Store(true)
 	}
-	p.greetOnce.Do(func() { close(p.greeted) })
 }
 
-// handle runs the rest of the accept sequence of reference 1.6 on a
-// greeted connection, and then dispatches until it closes.
+// handle runs the rest of the accept sequence of reference 1.6 on an
+// authenticated connection (the hello was sent by authenticate), and then
+// dispatches until it closes.
 func (a *Agent) handle(ctx context.Context, p *peer) {
 	log := a.log.With().Str("peer", p.key).Logger()
 	log.Info().Msg("server connected")
@@ -467,15 +497,9 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 // exits that happened while it was away. A worker that ends meanwhile is
 // told by broadcast as well; a server ignores a notice for an instance it
 // already knows ended. A TypeScript server learns the same from the
-// instances listing.
+// instances listing. Whether the server is a pifleet one is known from
+// the handshake's hello.
 func (a *Agent) replayExits(ctx context.Context, p *peer) {
-	t := time.NewTimer(helloWait)
-	select {
-	case <-p.greeted:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	t.Stop()
 	if !p.pifleet.Load() {
 		return
 	}

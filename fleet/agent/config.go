@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -109,6 +110,30 @@ type Config struct {
 	// a static map for loopback tests).
 	Whois identity.Whois
 
+	// ServerKeys are the server keys the agent obeys (`pifleet-server key`
+	// prints the server's). On every connection the server must prove it
+	// holds one of them before the agent sends or processes anything but
+	// its hello. Several keys: any of them (a key rotation in progress).
+	ServerKeys []ed25519.PublicKey
+	// TrustFirstServerKey, without ServerKeys, trusts the first key a
+	// server proves and stores it (<StateDir>/server-keys); from then on
+	// only that key is obeyed. Until that first connection, any process
+	// on the pinned machine could be the one trusted: prefer ServerKeys.
+	TrustFirstServerKey bool
+	// AllowV1Server also accepts servers that prove no key (the TypeScript
+	// pi-fleet): then any process on the pinned machine can command the
+	// agent. The pin still applies; the agent warns at every start and
+	// doctor reports it.
+	AllowV1Server bool
+	// HandshakeTimeout bounds the wait for the server's proof (default
+	// 10 s): a late proof closes the connection.
+	HandshakeTimeout time.Duration
+	// BehindProxy says that the server reaches the agent through a TCP
+	// proxy or NAT (the two sides see different addresses): the proofs
+	// then cover the challenges, the direction and the names, but not the
+	// TCP endpoints, so whoever runs the proxy could relay a handshake.
+	BehindProxy bool
+
 	// StateDir holds the agent's database (outbox, instance registry),
 	// the bundle cache (under bundles/) and the shims' sockets.
 	StateDir string
@@ -211,6 +236,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StateDir == "" {
 		return c, fmt.Errorf("%w: no StateDir", ErrConfig)
+	}
+	if len(c.ServerKeys) == 0 && !c.TrustFirstServerKey && !c.AllowV1Server {
+		return c, fmt.Errorf("%w: no trusted server key: give the server's key (--server-key, printed by `pifleet-server key`), "+
+			"or ask for trust on first use (--trust-first-server-key), or accept servers without a key (--allow-v1-server, for a TypeScript server)", ErrConfig)
 	}
 	if abs, err := filepath.Abs(c.StateDir); err == nil {
 		c.StateDir = abs

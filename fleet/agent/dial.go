@@ -7,21 +7,22 @@ import (
 	"time"
 
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 )
 
-// DialHandshakeTimeout bounds the wait for the server's hello on a
-// connection the agent dialled. A server asks about a machine it has never
-// seen before it answers, so this is longer than an accepted connection's
-// gate.
+// DialHandshakeTimeout bounds a dialled connection's key handshake.
 const DialHandshakeTimeout = 30 * time.Second
 
 // dialServer keeps a connection to a server's inbound address until ctx
 // ends: the connection lifecycle of transport.Redialer (redial after 1 s,
 // 2 s, 4 s … 30 s, back to 1 s once connected). Every connection passes
-// the same gate and greeting as an accepted one (setup); the pinned server
-// alone gets a byte, and a refusal on either side is retried on the same
-// schedule, since a trust decision or an address can change meanwhile.
+// the same gate and key handshake as an accepted one (gate,
+// authenticate); the pinned server alone gets a byte, and a refusal on
+// either side is retried on the same schedule, since a trust decision or
+// an address can change meanwhile. The server decides whether it trusts
+// this agent (first contact) after the handshake: until then the frames
+// the agent sends wait in the connection.
 func (a *Agent) dialServer(ctx context.Context, addr string) {
 	log := a.log.With().Str("server", addr).Logger()
 	d := net.Dialer{}
@@ -30,7 +31,8 @@ func (a *Agent) dialServer(ctx context.Context, addr string) {
 	}
 	var (
 		id      identity.Identity // of the connection being set up
-		pending *peer             // greeted, not yet handed to handle
+		res     *auth.AgentResult // its handshake
+		pending *peer             // authenticated, not yet handed to handle
 	)
 	r := transport.NewRedialer(transport.RedialConfig{
 		Dial: func(ctx context.Context) (net.Conn, error) {
@@ -44,12 +46,15 @@ func (a *Agent) dialServer(ctx context.Context, addr string) {
 			}
 			return nc, nil
 		},
-		Authenticate: func(ctx context.Context, c *transport.Conn) error {
-			p := a.newPeer(c, id)
-			if err := a.greet(ctx, p, true); err != nil {
-				return err
+		Handshake: func(ctx context.Context, nc net.Conn) (net.Conn, error) {
+			var err error
+			if res, err = a.authenticate(ctx, nc, id, true); err != nil {
+				return nil, err
 			}
-			pending = p
+			return res.Conn, nil
+		},
+		Authenticate: func(ctx context.Context, c *transport.Conn) error {
+			pending = a.newPeer(c, id, res)
 			return nil
 		},
 		HandshakeTimeout: DialHandshakeTimeout,

@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -83,39 +85,62 @@ func TestDialRefusesAServerThatIsNotPinned(t *testing.T) {
 }
 
 // The pinned server that the agent dialled gets the agent's hello first;
-// the agent counts itself connected only once the server's hello came
-// (the server says hello after its trust check admitted the agent), then
-// serves it as it serves an accepted connection. A close, or any frame
-// before the server's hello, is a failed handshake and the agent dials
-// again.
+// the agent counts itself connected only once the server proved its key
+// over this connection (as an agent-dialed one), answers with its own
+// proof, then serves it as it serves an accepted connection. A close, any
+// frame before the server's proof, or a proof by another key, is a failed
+// handshake and the agent dials again.
 func TestDialledServerIsGreetedAndServed(t *testing.T) {
 	s := listenAsServer(t)
 	h := dialling(t, s, "")
+	pifleetServer := &greeting{key: testServerKey, caps: []string{transport.CapabilityPifleet}}
 
 	// Refused by the server: closed after the agent's hello.
-	c := newClient(t, s.accept())
-	if hello := c.hello(); hello.Machine != "worker-01" || hello.Role != transport.RoleAgent {
+	c := newClient(t, s.accept(), nil, auth.AgentDialed)
+	if hello := c.hello(); hello.Machine != "worker-01" || hello.Role != transport.RoleAgent || hello.Challenge == "" {
 		t.Fatalf("hello %+v", hello)
 	}
 	c.close()
 
-	// A frame before the server's hello: the agent hangs up.
-	c = newClient(t, s.accept())
+	// A frame before the server's proof: the agent hangs up.
+	c = newClient(t, s.accept(), nil, auth.AgentDialed)
 	c.hello()
 	c.send(&transport.ListFrame{})
 	select {
 	case <-c.closed:
 	case <-time.After(waitLimit):
-		t.Fatal("the agent kept a connection whose server spoke before its hello")
+		t.Fatal("the agent kept a connection whose server spoke before its proof")
 	}
 	if len(h.a.peersSnapshot()) != 0 {
 		t.Error("a connection that failed its handshake is a peer")
 	}
 
-	// Admitted: the server's hello, then the agent serves it.
-	c = newClient(t, s.accept())
+	// A proof by another key, or one made as if the server had dialled
+	// (relayed from another connection): the agent hangs up.
+	_, other, _ := ed25519.GenerateKey(nil)
+	for _, bad := range []struct {
+		g   *greeting
+		dir auth.Direction
+	}{{&greeting{key: other}, auth.AgentDialed}, {pifleetServer, auth.ServerDialed}} {
+		c = newClient(t, s.accept(), bad.g, bad.dir)
+		c.hello()
+		if got := readAll(t, c); len(got) != 0 {
+			t.Fatalf("a bad proof (%v) got %d frames after the hello", bad.dir, len(got))
+		}
+	}
+
+	// Admitted: the server's proof, the agent's own, then the agent
+	// serves it.
+	c = newClient(t, s.accept(), pifleetServer, auth.AgentDialed)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: "orchestrator", Role: transport.RoleServer, Capabilities: []string{transport.CapabilityPifleet}})
+	select {
+	case p := <-c.proof:
+		if k, err := auth.VerifyAgent(p.KeyProof, c.transcript); err != nil || !auth.SameKey(k, h.a.PublicKey()) {
+			t.Fatalf("the agent's proof: %v", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("no auth_proof from the agent")
+	}
 	if r := nextOf[*transport.SessionsReportFrame](c, nil); !r.Full {
 		t.Errorf("sessions_report %+v", r)
 	}
@@ -130,9 +155,8 @@ func TestDialledServerIsGreetedAndServed(t *testing.T) {
 
 	// Lost: the agent dials again, and the worker is still there.
 	c.close()
-	c = newClient(t, s.accept())
+	c = newClient(t, s.accept(), pifleetServer, auth.AgentDialed)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: "orchestrator", Role: transport.RoleServer, Capabilities: []string{transport.CapabilityPifleet}})
 	if got := c.roundTrip("l2"); len(got.Instances) != 1 || got.Instances[0].State != transport.InstanceRunning {
 		t.Fatalf("instances after the redial %+v", got.Instances)
 	}
@@ -149,7 +173,8 @@ func TestDialAddressMustBeHostPort(t *testing.T) {
 		t.Errorf("Dial a:1,b:2,a:1 = %v, %v; want each address once", c.Dial, err)
 	}
 	for _, addr := range []string{"nohost", "box:", ""} {
-		_, err := Config{Pin: trust.Pin{Machine: pinned}, Whois: whois, StateDir: t.TempDir(), Dial: []string{addr}}.withDefaults()
+		_, err := Config{Pin: trust.Pin{Machine: pinned}, Whois: whois, StateDir: t.TempDir(), Dial: []string{addr},
+			ServerKeys: []ed25519.PublicKey{testServerKey.Public().(ed25519.PublicKey)}}.withDefaults()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), fmt.Sprintf("%q", addr)) {
 			t.Errorf("Dial %q: %v", addr, err)
 		}

@@ -4,7 +4,7 @@
 // rpc`) under shims that outlive it, and keeps the reports of finished
 // tasks until the server acknowledges them.
 //
-//	a, err := agent.New(agent.Config{Pin: pin, Whois: whois, StateDir: dir, ShimCommand: …})
+//	a, err := agent.New(agent.Config{Pin: pin, ServerKeys: keys, Whois: whois, StateDir: dir, ShimCommand: …})
 //	go a.Run(ctx)          // re-adopt, listen, serve
 //	<-a.Ready()            // a.Addr() is bound
 //	a.Close()              // detach: workers keep running

@@ -99,8 +99,13 @@ func lacks(t *testing.T, m map[string]any, keys ...string) {
 	}
 }
 
+// tsServer lets the TypeScript server of these tests (tsClient, which
+// proves no key) in.
+func tsServer(c *Config) { c.AllowV1Server = true }
+
 func execOn(mod func(*Config)) func(*Config) {
 	return func(c *Config) {
+		tsServer(c)
 		c.ExecPolicy = ExecFull
 		c.ExecShell = []string{"/bin/bash", "-c"} // no login profile: see execplane's tests
 		if mod != nil {
@@ -112,7 +117,7 @@ func execOn(mod func(*Config)) func(*Config) {
 // Checklist 102: off by default: no capability, exec_disabled with the
 // request's id, an empty (not null) list, and no audit log.
 func TestExecOffByDefault(t *testing.T) {
-	h := newHarness(t, hopts{})
+	h := newHarness(t, hopts{mod: tsServer})
 	c := dialTS(t, h)
 	hello := c.next("hello")
 	if caps, _ := hello["capabilities"].([]any); slices.Contains(caps, any("exec-v1")) {

@@ -12,10 +12,8 @@ import (
 
 // pifleetClient dials and introduces itself as a pifleet server.
 func (h *harness) pifleetClient(t *testing.T) *client {
-	c := h.dial(t)
+	c := h.dialPifleet(t)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
-		Capabilities: []string{transport.CapabilityPifleet}})
 	return c
 }
 

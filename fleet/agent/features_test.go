@@ -236,10 +236,8 @@ func TestSpawnRefusals_117(t *testing.T) {
 // frames echoing the spawn id before spawned.
 func TestSpawnProgress(t *testing.T) {
 	h := newHarness(t, hopts{})
-	c := h.dial(t)
+	c := h.dialPifleet(t)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
-		Capabilities: []string{transport.CapabilityPifleet}})
 	c.mustSpawn("sp", h.cwd, "default", nil)
 	var phases []string
 	for _, f := range c.seen {
@@ -534,10 +532,8 @@ func TestManifestBudgetAndFallback(t *testing.T) {
 // the worker goes on, and the open task is reported escalated.
 func TestDialogTimeoutEscalates(t *testing.T) {
 	h := newHarness(t, hopts{mod: func(c *Config) { c.DialogTimeout = 50 * time.Millisecond }})
-	c := h.dial(t)
+	c := h.dialPifleet(t)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
-		Capabilities: []string{transport.CapabilityPifleet}})
 	inst := c.mustSpawn("s", h.cwd, "default", nil)
 	// the dialog of a task (an extension command: no run of its own, it
 	// settles when its answer comes) times out…
@@ -588,10 +584,8 @@ func TestFromSessionClones(t *testing.T) {
 // (full:false) when session files appear or change.
 func TestIncrementalSessionsReport(t *testing.T) {
 	h := newHarness(t, hopts{mod: func(c *Config) { c.SessionsPoll = 20 * time.Millisecond }})
-	c := h.dial(t)
+	c := h.dialPifleet(t)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
-		Capabilities: []string{transport.CapabilityPifleet}})
 	nextOf[*transport.SessionsReportFrame](c, func(r *transport.SessionsReportFrame) bool { return r.Full })
 	inst := c.mustSpawn("s", h.cwd, "default", nil)
 	c.rpc(inst.InstanceID, "", prompt("p", "say: hello"))

@@ -5,6 +5,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,9 +29,20 @@ import (
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/internal/shim"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
+
+// testServerKey is the key the tests' raw server proves; every harness's
+// agent trusts it.
+var testServerKey = func() ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // The test binary also plays the shim (as `pifleet-agent shim` does) and
 // two misbehaving workers, chosen by its first argument.
@@ -155,6 +167,7 @@ func newHarness(t testing.TB, o hopts) *harness {
 		Listen:       "127.0.0.1:0",
 		Pin:          trust.Pin{Machine: pinned},
 		Whois:        whois,
+		ServerKeys:   []ed25519.PublicKey{testServerKey.Public().(ed25519.PublicKey)},
 		StateDir:     stateDir,
 		SessionsRoot: filepath.Join(h.agentDir, "sessions"),
 		Registry:     h.registry,
@@ -273,10 +286,28 @@ type client struct {
 	bytes  chan int // total bytes read so far, after each read
 	closed chan struct{}
 	seen   []transport.Frame // frames skipped by next, kept for later checks
+	// proof is the agent's auth_proof, once received.
+	proof chan *transport.AuthProofFrame
+	// transcript is the handshake's, once the client greeted.
+	transcript auth.Transcript
 }
 
-// dial connects from 127.0.0.1 (or from local, when set).
+// greeting is how the raw client answers the agent's hello: with a server
+// hello proving key (nil: no answer at all), announcing caps.
+type greeting struct {
+	key  ed25519.PrivateKey
+	caps []string
+}
+
+// dial connects from 127.0.0.1 (or from local, when set) and proves the
+// test server key, as a server that does not announce pifleet-v1.
 func (h *harness) dial(t testing.TB) *client { return h.dialFrom(t, "") }
+
+// dialPifleet is dial as a pifleet server (its hello announces pifleet-v1).
+func (h *harness) dialPifleet(t testing.TB) *client {
+	t.Helper()
+	return dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: []string{transport.CapabilityPifleet}})
+}
 
 func (h *harness) dialFrom(t testing.TB, local string) *client {
 	t.Helper()
@@ -284,6 +315,12 @@ func (h *harness) dialFrom(t testing.TB, local string) *client {
 }
 
 func dialAddr(t testing.TB, addr, local string) *client {
+	t.Helper()
+	return dialAs(t, addr, local, &greeting{key: testServerKey})
+}
+
+// dialAs connects and answers the agent's hello with g.
+func dialAs(t testing.TB, addr, local string, g *greeting) *client {
 	t.Helper()
 	d := net.Dialer{Timeout: 10 * time.Second}
 	if local != "" {
@@ -293,20 +330,35 @@ func dialAddr(t testing.TB, addr, local string) *client {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
-	return newClient(t, nc)
+	return newClient(t, nc, g, auth.ServerDialed)
 }
 
 // newClient speaks frames on nc (dialled by the test, or accepted from an
-// agent that dialled the test).
-func newClient(t testing.TB, nc net.Conn) *client {
+// agent that dialled the test: dir says which), answering the agent's
+// hello with g (nil: the test answers itself, or not at all).
+func newClient(t testing.TB, nc net.Conn, g *greeting, dir auth.Direction) *client {
 	c := &client{t: t, nc: nc, enc: transport.NewEncoder(nc), frames: make(chan transport.Frame, 4096),
-		bytes: make(chan int, 1), closed: make(chan struct{})}
+		bytes: make(chan int, 1), closed: make(chan struct{}), proof: make(chan *transport.AuthProofFrame, 1)}
 	counter := &countingReader{r: nc, c: c}
+	greeted := make(chan struct{})
 	go func() {
 		defer close(c.closed)
 		dec := transport.NewDecoder(counter)
-		for {
+		for first := true; ; first = false {
 			f, err := dec.Decode()
+			if h, ok := f.(*transport.HelloFrame); ok && first && g != nil {
+				sh := &transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t",
+					Platform: "linux", Capabilities: g.caps}
+				c.transcript, _ = auth.ServerGreeting(sh, h, nc, dir, []ed25519.PrivateKey{g.key})
+				c.mu.Lock()
+				c.enc.Encode(sh)
+				c.mu.Unlock()
+				close(greeted)
+			}
+			if p, ok := f.(*transport.AuthProofFrame); ok {
+				c.proof <- p
+				continue
+			}
 			if err != nil {
 				var perr *transport.ProtocolError
 				if errors.As(err, &perr) {
@@ -322,6 +374,15 @@ func newClient(t testing.TB, nc net.Conn) *client {
 		}
 	}()
 	t.Cleanup(func() { nc.Close() })
+	if g != nil {
+		// A server sends nothing before its hello.
+		select {
+		case <-greeted:
+		case <-c.closed:
+		case <-time.After(waitLimit):
+			t.Fatal("no hello from the agent to answer")
+		}
+	}
 	return c
 }
 

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 )
 
 // AC-3.13 in one process: an agent closes (its workers keep running under
@@ -117,7 +119,7 @@ func newWorld(t *testing.T) *world {
 func (w *world) start(t *testing.T) *agentProc {
 	t.Helper()
 	cmd := exec.Command(w.bin, "--log-format", "json", "serve", "--listen", "127.0.0.1:"+w.port, "--server", pinned,
-		"--whois-static", "127.0.0.1="+pinned, "--state-dir", w.stateDir, "--pi", w.worker, "--registry", w.registry)
+		"--server-key", auth.FormatPublicKey(testServerKey.Public().(ed25519.PublicKey)), "--whois-static", "127.0.0.1="+pinned, "--state-dir", w.stateDir, "--pi", w.worker, "--registry", w.registry)
 	cmd.Env = w.env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

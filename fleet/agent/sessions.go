@@ -25,11 +25,6 @@ const reportPageSessions = 200
 // workers (rescanSessions).
 const rescanGap = 200 * time.Millisecond
 
-// helloWait is how long a paged full report waits for the server's hello
-// (a pifleet server answers the agent's at once; a TypeScript server never
-// sends one and gets the first page after this pause).
-const helloWait = 2 * time.Second
-
 // entriesPageBytes bounds the entries of one session_entries_result.
 const entriesPageBytes = 900 << 10
 
@@ -65,17 +60,6 @@ func (a *Agent) sendReport(ctx context.Context, p *peer, sessions []transport.Se
 	if err != nil {
 		a.log.Warn().Err(err).Msg("sessions report")
 		return
-	}
-	if full && len(pages) > 1 && p != nil {
-		// Numbered pages need to know the server is a pifleet one; its
-		// hello may still be on the way.
-		t := time.NewTimer(helloWait)
-		select {
-		case <-p.greeted:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
 	}
 	for i, page := range pages {
 		f := &transport.SessionsReportFrame{Machine: a.cfg.Machine, Full: full, Sessions: page}

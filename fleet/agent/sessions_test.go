@@ -39,10 +39,8 @@ func TestFullReportIsPagedForAPifleetServer(t *testing.T) {
 	h := newHarness(t, hopts{noRun: true})
 	writeSessions(t, h.cfg.SessionsRoot, 450)
 	h.run()
-	c := h.dial(t)
+	c := h.dialPifleet(t)
 	c.hello()
-	c.send(&transport.HelloFrame{Machine: pinned, Role: transport.RoleServer, PackageVersion: "t", Platform: "linux",
-		Capabilities: []string{transport.CapabilityPifleet}})
 	seen := map[string]bool{}
 	for page := 0; page < 3; page++ {
 		r := nextOf[*transport.SessionsReportFrame](c, nil)

@@ -49,6 +49,10 @@ type AgentConfig struct {
 	Timeout time.Duration
 	// Dialed says that the agent opened the connection (it dials in).
 	Dialed bool
+	// Proxied says that the agent is reached through a TCP proxy or NAT:
+	// the two sides see different TCP endpoints, so the proofs cannot
+	// cover them. Whoever runs the proxy can then relay a handshake.
+	Proxied bool
 }
 
 // AgentResult is an authenticated connection.
@@ -103,6 +107,7 @@ func agentHandshake(ctx context.Context, nc net.Conn, cfg AgentConfig) (*AgentRe
 	challenge := NewChallenge()
 	hello := *cfg.Hello
 	hello.Challenge = EncodeChallenge(challenge)
+	hello.Proxied = cfg.Proxied
 	line, err := transport.MarshalFrame(&hello)
 	if err != nil {
 		return nil, err
@@ -164,7 +169,7 @@ func agentHandshake(ctx context.Context, nc net.Conn, cfg AgentConfig) (*AgentRe
 		dir = AgentDialed
 	}
 	t := Transcript{Direction: dir, AgentMachine: hello.Machine, AgentChallenge: challenge,
-		ServerChallenge: serverChallenge, Dialer: dialer, Acceptor: acceptor}
+		ServerChallenge: serverChallenge, Dialer: dialer, Acceptor: acceptor, Proxied: cfg.Proxied}
 	res := &AgentResult{ServerHello: sh}
 	if len(cfg.TrustedKeys) == 0 && cfg.TrustOnFirstUse {
 		key, err := Verify(sh.Proofs[0], transport.RoleServer, t)
@@ -282,7 +287,7 @@ func ServerGreeting(hello, agent *transport.HelloFrame, nc net.Conn, dir Directi
 	}
 	dialer, acceptor := Endpoints(nc, dir == ServerDialed)
 	t = Transcript{Direction: dir, AgentMachine: agent.Machine, AgentChallenge: agentChallenge,
-		ServerChallenge: serverChallenge, Dialer: dialer, Acceptor: acceptor}
+		ServerChallenge: serverChallenge, Dialer: dialer, Acceptor: acceptor, Proxied: agent.Proxied}
 	for _, k := range keys {
 		hello.Proofs = append(hello.Proofs, Sign(k, transport.RoleServer, t))
 	}

@@ -56,19 +56,34 @@ type Transcript struct {
 	// AgentChallenge and ServerChallenge are the nonces of the two hellos.
 	AgentChallenge, ServerChallenge []byte
 	// Dialer and Acceptor are the TCP endpoints ("ip:port") of the side
-	// that dialled and of the side that accepted.
+	// that dialled and of the side that accepted; both empty when Proxied.
 	Dialer, Acceptor string
+	// Proxied: the agent said it is reached through a TCP proxy or NAT
+	// (the two sides see different endpoints), so the endpoints are not
+	// part of the transcript.
+	Proxied bool
 }
+
+// Bindings of the transcript's endpoints.
+const (
+	bindEndpoints = "endpoints"
+	bindProxied   = "proxied"
+)
 
 // Message returns the bytes signer signs with key: each field prefixed
 // with its length as a 4-byte big-endian number, in this order: the
-// version, the signer's role, the direction, the agent machine, the
-// agent challenge, the server challenge, the signer's public key, the
-// dialer endpoint and the acceptor endpoint.
+// version, the signer's role, the direction, the binding ("endpoints" or
+// "proxied"), the agent machine, the agent challenge, the server
+// challenge, the signer's public key, the dialer endpoint and the
+// acceptor endpoint (both empty when proxied).
 func (t Transcript) Message(signer transport.Role, key ed25519.PublicKey) []byte {
+	binding, dialer, acceptor := bindEndpoints, t.Dialer, t.Acceptor
+	if t.Proxied {
+		binding, dialer, acceptor = bindProxied, "", ""
+	}
 	fields := [][]byte{
-		[]byte(TranscriptVersion), []byte(signer), []byte(t.Direction), []byte(t.AgentMachine),
-		t.AgentChallenge, t.ServerChallenge, key, []byte(t.Dialer), []byte(t.Acceptor),
+		[]byte(TranscriptVersion), []byte(signer), []byte(t.Direction), []byte(binding), []byte(t.AgentMachine),
+		t.AgentChallenge, t.ServerChallenge, key, []byte(dialer), []byte(acceptor),
 	}
 	n := 0
 	for _, f := range fields {
