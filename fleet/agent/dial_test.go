@@ -168,7 +168,7 @@ func TestDialAddressMustBeHostPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := Config{Pin: trust.Pin{Machine: pinned}, Whois: whois, StateDir: t.TempDir(),
-		Dial: []string{"a:1", "b:2", "a:1"}}.withDefaults()
+		Dial: []string{"a:1", "b:2", "a:1"}, ServerKeys: []ed25519.PublicKey{testServerKey.Public().(ed25519.PublicKey)}}.withDefaults()
 	if err != nil || strings.Join(c.Dial, ",") != "a:1,b:2" {
 		t.Errorf("Dial a:1,b:2,a:1 = %v, %v; want each address once", c.Dial, err)
 	}
