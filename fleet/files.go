@@ -42,12 +42,17 @@ func (f *Fleet) fs(ctx context.Context, id, op string, mk func() transport.Frame
 type DiffOptions struct {
 	Ref          string
 	Staged, Stat bool
+	// Base diffs an isolated worker's worktree against the commit its
+	// branch started from, new files included: the task's whole change
+	// (Ref and Staged are then ignored). A worker without a worktree is a
+	// *FileError with code not_isolated.
+	Base bool
 }
 
 // Diff runs git diff in the instance's cwd, without the worker.
 func (i *Instance) Diff(ctx context.Context, opts DiffOptions) (FileResult, error) {
 	return i.f.fs(ctx, i.id, "fs_diff", func() transport.Frame {
-		return &transport.FsDiffFrame{InstanceID: i.id, Ref: opts.Ref, Staged: opts.Staged, Stat: opts.Stat}
+		return &transport.FsDiffFrame{InstanceID: i.id, Ref: opts.Ref, Staged: opts.Staged, Stat: opts.Stat, Base: opts.Base}
 	})
 }
 

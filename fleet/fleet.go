@@ -551,6 +551,7 @@ func reportOf(td serverstore.TaskDone, order uint64) TaskReport {
 		LastAssistantMessage: td.LastAssistantMessage,
 		TraceID:              td.TraceID,
 		Order:                order,
+		Worktree:             diffStatOf(td.Worktree),
 	}
 }
 

@@ -218,9 +218,16 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	if s := fr.Stats; s != nil {
 		td.Stats = &serverstore.TaskStats{Turns: s.Turns, ToolCalls: s.ToolCalls, FilesChanged: s.FilesChanged, Cost: s.Cost}
 	}
+	if w := fr.Worktree; w != nil {
+		td.Worktree = &serverstore.DiffStat{Branch: w.Branch, Base: w.Base, Files: int(w.Files), Insertions: int(w.Insertions), Deletions: int(w.Deletions)}
+	}
 	f.mu.Lock()
 	inst := f.instances[fr.InstanceID]
 	t := f.tasks[fr.TaskID]
+	if inst != nil && inst.rec.Worktree != nil && fr.Worktree != nil && inst.rec.Worktree.Branch != fr.Worktree.Branch {
+		inst.rec.Worktree.Branch = fr.Worktree.Branch // named after its first task
+		f.persistInstanceLocked(inst)
+	}
 	review := inst != nil && t != nil && inst.openTask == fr.TaskID && t.rec.State == string(StateRunning) &&
 		inst.m.Can(EventTaskDone)
 	var stored serverstore.Task

@@ -175,6 +175,9 @@ type SpawnOptions struct {
 	// bytes fetched), in order, on the agent's frame goroutine: it must be
 	// quick.
 	OnProgress func(SpawnProgress)
+	// Isolation runs the worker in a git worktree of its own (see
+	// Isolation); nil shares Cwd with everyone else.
+	Isolation *Isolation
 }
 
 // Instance is a handle on one worker instance.
@@ -291,6 +294,10 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		f.mu.Unlock()
 		return nil, err // before any frame: a TypeScript agent would not check
 	}
+	if err := checkIsolation(a, opts.Isolation); err != nil {
+		f.mu.Unlock()
+		return nil, err // an agent that ignored it would run the worker in the user's tree
+	}
 	if f.regURL != "" {
 		if _, set := env["PI_FLEET_SERVER"]; !set {
 			env["PI_FLEET_SERVER"] = f.regURL
@@ -320,7 +327,7 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	}
 	fr := &transport.SpawnFrame{Header: transport.Header{ID: "spawn-" + f.hex(12), TraceID: traceID},
 		Cwd: cwd, Bundle: bundleName, BundleHash: opts.PinnedHash, FromSession: fromSession, SessionMode: sessionMode,
-		Model: opts.Model, Budget: opts.Budget}
+		Model: opts.Model, Budget: opts.Budget, Isolation: opts.Isolation.frame()}
 	if len(env) > 0 {
 		fr.Env = env
 	}
@@ -383,6 +390,9 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 	}
 	inst.rec.SessionPath = info.SessionPath
 	inst.rec.ModelPinned = info.ModelPinned
+	if w := info.Worktree; w != nil {
+		inst.rec.Worktree = &serverstore.Worktree{Repo: w.Repo, Path: w.Path, Branch: w.Branch, Base: w.Base, BaseRef: w.BaseRef}
+	}
 	if inst.m.State() == StateRequested {
 		f.fireLocked(inst, EventSpawnAccepted, nil)
 	}

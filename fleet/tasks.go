@@ -68,6 +68,9 @@ type TaskReport struct {
 	// Order is the receipt order across the server's life (zero in
 	// TaskInfo.LastDone).
 	Order uint64
+	// Worktree is an isolated worker's branch, base and the size of its
+	// changes (nil for a worker in a shared cwd).
+	Worktree *DiffStat
 }
 
 // Feedback is one rejection of a task.
@@ -93,6 +96,8 @@ type TaskInfo struct {
 	// LastDone is the task's latest task_done, nil before the first.
 	LastDone *TaskReport
 	Verdict  string
+	// Delivery is how the work was delivered (nil before).
+	Delivery *Delivery
 }
 
 func infoOf(rec serverstore.Task) TaskInfo {
@@ -104,6 +109,9 @@ func infoOf(rec serverstore.Task) TaskInfo {
 	if rec.LastDone != nil {
 		r := reportOf(*rec.LastDone, 0)
 		info.LastDone = &r
+	}
+	if d := rec.Delivery; d != nil {
+		info.Delivery = &Delivery{Mode: transport.DeliveryMode(d.Mode), Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
 	}
 	return info
 }

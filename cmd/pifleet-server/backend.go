@@ -46,6 +46,7 @@ func apiError(err error) error {
 	var hashErr *bundle.HashPinError
 	var fileErr *fleet.FileError
 	var execErr *fleet.ExecError
+	var deliveryErr *fleet.DeliveryError
 	var piErr *pirpc.CommandError
 	var refused *fleet.AgentRefusedError
 	switch {
@@ -53,6 +54,8 @@ func apiError(err error) error {
 		return &controlapi.Error{Code: controlapi.CodeAgentRefused, Message: err.Error() + "; " + trustHint(refused.Agent)}
 	case errors.As(err, &piErr):
 		code = controlapi.CodeWorkerRefused
+	case errors.As(err, &deliveryErr):
+		code, detail = controlapi.CodeDeliveryFailed, deliveryErr.Code
 	case errors.As(err, &execErr):
 		code, detail = controlapi.CodeExecRefused, execErr.Code
 	case errors.Is(err, fleet.ErrUnknownExecution):
@@ -210,6 +213,7 @@ func taskOf(t fleet.TaskInfo) controlapi.Task {
 	if d := t.LastDone; d != nil {
 		ct.LastDone = &controlapi.TaskDone{Seq: d.Seq, Status: d.Status, Summary: d.Summary, LastAssistantMessage: d.LastAssistantMessage}
 	}
+	worktreeFieldsOf(&ct, t)
 	return ct
 }
 
@@ -221,6 +225,9 @@ const progressBuffer = 64
 func (b *fleetBackend) Spawn(ctx context.Context, req controlapi.SpawnRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
 	opts := fleet.SpawnOptions{PinnedHash: req.PinnedHash, FromSession: req.FromSession,
 		SessionMode: transport.SessionMode(req.SessionMode), Env: req.Env, TraceID: req.TraceID, Model: modelOf(req.Model)}
+	if iso := req.Isolation; iso != nil {
+		opts.Isolation = &fleet.Isolation{Branch: iso.Branch, Base: iso.Base}
+	}
 	return b.spawned(ctx, progress, func(onProgress func(fleet.SpawnProgress)) (*fleet.Instance, error) {
 		opts.OnProgress = onProgress
 		// A client that goes away does not abandon the spawn halfway: the

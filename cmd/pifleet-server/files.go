@@ -16,7 +16,7 @@ import (
 // Diff runs git diff in the instance's cwd.
 func (b *fleetBackend) Diff(ctx context.Context, id string, q controlapi.DiffQuery) (controlapi.FileResult, error) {
 	return b.file(id, func(in *fleet.Instance) (fleet.FileResult, error) {
-		return in.Diff(ctx, fleet.DiffOptions{Ref: q.Ref, Staged: q.Staged, Stat: q.Stat})
+		return in.Diff(ctx, fleet.DiffOptions{Ref: q.Ref, Staged: q.Staged, Stat: q.Stat, Base: q.Base})
 	})
 }
 
@@ -73,7 +73,8 @@ func (b *fleetBackend) file(id string, op func(*fleet.Instance) (fleet.FileResul
 type DiffCmd struct {
 	APIFlags
 	JSONFlag
-	Instance string `arg:"" help:"Instance id."`
+	Instance string `arg:"" help:"Instance id, or a task id (t-…): the task's whole change against the commit its branch started from (workers spawned with --isolate)." placeholder:"INSTANCE|TASK"`
+	Base     bool   `help:"An isolated worker's whole change against the commit its branch started from, new files included." env:"PIFLEET_DIFF_BASE"`
 	Ref      string `help:"Compare against this commit (default: HEAD)." env:"PIFLEET_DIFF_REF"`
 	Staged   bool   `help:"Show the staged changes." env:"PIFLEET_DIFF_STAGED"`
 	Stat     bool   `help:"Show a diffstat only." env:"PIFLEET_DIFF_STAT"`
@@ -82,7 +83,10 @@ type DiffCmd struct {
 // Run prints the diff.
 func (c *DiffCmd) Run(out *Output) error {
 	return showFile(out, &c.APIFlags, c.JSON, func(ctx context.Context, cl *controlapi.Client) (controlapi.FileResult, error) {
-		return cl.Diff(ctx, c.Instance, controlapi.DiffQuery{Ref: c.Ref, Staged: c.Staged, Stat: c.Stat})
+		if strings.HasPrefix(c.Instance, "t-") {
+			return cl.TaskDiff(ctx, c.Instance, c.Stat)
+		}
+		return cl.Diff(ctx, c.Instance, controlapi.DiffQuery{Ref: c.Ref, Staged: c.Staged, Stat: c.Stat, Base: c.Base})
 	})
 }
 

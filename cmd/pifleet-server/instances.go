@@ -31,6 +31,9 @@ type SpawnCmd struct {
 	Attach      bool              `help:"With --from-session: append to the session itself (refused for a pinned baseline)." env:"PIFLEET_SPAWN_ATTACH"`
 	Env         map[string]string `help:"Extra environment of the worker (KEY=VALUE;…)." env:"PIFLEET_SPAWN_ENV" mapsep:";"`
 	Progress    string            `help:"Provisioning progress on stderr: auto (on a terminal), always, never." default:"auto" enum:"auto,always,never" env:"PIFLEET_PROGRESS"`
+	Isolate     bool              `help:"Run the worker in a git worktree of its own, on a new branch of the cwd's repository (refused when the tree has uncommitted changes or HEAD is detached, unless --base is given)." env:"PIFLEET_SPAWN_ISOLATE"`
+	Branch      string            `help:"With --isolate: the new branch's name (default pifleet/<taskId>-<slug>)." env:"PIFLEET_SPAWN_BRANCH"`
+	Base        string            `help:"With --isolate: the ref the branch starts from (default HEAD)." env:"PIFLEET_SPAWN_BASE"`
 }
 
 // request checks the flags and builds the API request.
@@ -43,6 +46,12 @@ func (c *SpawnCmd) request() (controlapi.SpawnRequest, error) {
 		req.SessionMode = controlapi.SessionAttach
 	case c.FromSession == "" && (c.Agent == "" || c.Cwd == "" || c.Bundle == ""):
 		return req, errors.New("spawn needs --agent, --cwd and --bundle (or --from-session)")
+	}
+	if (c.Branch != "" || c.Base != "") && !c.Isolate {
+		return req, errors.New("--branch and --base need --isolate")
+	}
+	if c.Isolate {
+		req.Isolation = &controlapi.Isolation{Branch: c.Branch, Base: c.Base}
 	}
 	if c.Model != "" {
 		m, err := controlapi.ParseModelRef(c.Model)

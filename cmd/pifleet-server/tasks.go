@@ -37,13 +37,15 @@ type AcceptCmd struct {
 	APIFlags    `embed:""`
 	JSONFlag    `embed:""`
 	Disposition string `help:"What happens to the worker: stop, or keep_idle for the next task." default:"keep_idle" enum:"stop,keep_idle" env:"PIFLEET_DISPOSITION"`
+	Deliver     string `help:"First deliver an isolated task's work: branch, patch, merge (see deliver), or none. A failed delivery (a merge conflict) leaves the task under review." default:"none" enum:"none,branch,patch,merge" env:"PIFLEET_DELIVER"`
+	Target      string `help:"With --deliver merge: the branch to merge into (default: the one the worktree started from)." env:"PIFLEET_DELIVER_TARGET"`
 	Task        string `arg:"" help:"Task id."`
 }
 
 // Run accepts the task.
 func (c *AcceptCmd) Run(out *Output) error {
 	return simple(&c.APIFlags, c.JSON, out, fmt.Sprintf("accepted %s (%s)", c.Task, c.Disposition), map[string]any{"taskId": c.Task, "accepted": true, "disposition": c.Disposition}, func(ctx context.Context, cl *controlapi.Client) error {
-		return cl.Accept(ctx, c.Task, controlapi.Disposition(c.Disposition))
+		return cl.AcceptWith(ctx, c.Task, controlapi.AcceptRequest{Disposition: controlapi.Disposition(c.Disposition), Deliver: c.Deliver, Target: c.Target})
 	})
 }
 

@@ -97,4 +97,5 @@ type Backend interface {
 	Resume(ctx context.Context, req ResumeRequest, progress func(SpawnProgress)) (SpawnResult, error)
 
 	ExecBackend
+	WorktreeBackend
 }

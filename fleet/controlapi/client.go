@@ -246,6 +246,9 @@ func (c *Client) Diff(ctx context.Context, instanceID string, q DiffQuery) (File
 	if q.Stat {
 		v.Set("stat", "true")
 	}
+	if q.Base {
+		v.Set("base", "true")
+	}
 	return c.file(ctx, instanceID, "diff", v)
 }
 
@@ -321,6 +324,12 @@ func (c *Client) Tasks(ctx context.Context) ([]Task, error) {
 // Accept accepts a task.
 func (c *Client) Accept(ctx context.Context, taskID string, d Disposition) error {
 	return c.call(ctx, http.MethodPost, "/tasks/"+seg(taskID)+"/accept", AcceptRequest{Disposition: d}, nil)
+}
+
+// AcceptWith accepts a task as Accept does, delivering its work first
+// (req.Disposition defaults to keep_idle).
+func (c *Client) AcceptWith(ctx context.Context, taskID string, req AcceptRequest) error {
+	return c.call(ctx, http.MethodPost, "/tasks/"+seg(taskID)+"/accept", req, nil)
 }
 
 // Reject rejects a task with feedback.

@@ -32,6 +32,7 @@ const (
 	CodeSpawnError       Code = "spawn_error"        // 422: the agent refused the spawn (Detail: its code)
 	CodeRebundleFailed   Code = "rebundle_failed"    // 422: the worker still runs its old bundle
 	CodeExecRefused      Code = "exec_refused"       // 422: the agent would not run the command (Detail: exec_disabled, exec_failed, …)
+	CodeDeliveryFailed   Code = "delivery_failed"    // 409: the work was not delivered, the task is still under review (Detail: merge_conflict, target_dirty, …)
 	CodeFileError        Code = "file_error"         // 422: the agent's file service refused (Detail: its code)
 	CodeWorkerRefused    Code = "worker_refused"     // 422: pi answered the command with an error (an unknown model, …)
 	CodeAgentRefused     Code = "agent_refused"      // 403: trust refused the agent's machine (trust set NAME POLICY, then retry NAME)
@@ -54,7 +55,7 @@ func (c Code) HTTPStatus() int {
 	case CodeUnknownInstance, CodeUnknownTask, CodeUnknownAgent, CodeUnknownUIRequest, CodeUnknownBundle,
 		CodeUnknownSession, CodeUnknownEndpoint, CodeUnknownExecution, CodeUnknownTool:
 		return http.StatusNotFound
-	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone, CodeModelPinned:
+	case CodeInvalidState, CodeSessionPinned, CodeSessionBusy, CodeWorkerGone, CodeModelPinned, CodeDeliveryFailed:
 		return http.StatusConflict
 	case CodeSpawnError, CodeRebundleFailed, CodeExecRefused, CodeFileError, CodeWorkerRefused:
 		return http.StatusUnprocessableEntity
@@ -119,6 +120,7 @@ var (
 	ErrSpawn            = &Error{Code: CodeSpawnError}
 	ErrRebundleFailed   = &Error{Code: CodeRebundleFailed}
 	ErrExecRefused      = &Error{Code: CodeExecRefused}
+	ErrDeliveryFailed   = &Error{Code: CodeDeliveryFailed}
 	ErrUnknownExecution = &Error{Code: CodeUnknownExecution}
 	ErrFileError        = &Error{Code: CodeFileError}
 	ErrWorkerRefused    = &Error{Code: CodeWorkerRefused}

@@ -131,3 +131,51 @@ func TestExecClientGoneEndsTheCall(t *testing.T) {
 		t.Errorf("client: %v", err)
 	}
 }
+
+func (b *recordingBackend) TaskDiff(_ context.Context, id string, stat bool) (FileResult, error) {
+	text := "+change"
+	return FileResult{Text: &text}, b.record("TaskDiff %s %v", id, stat)
+}
+
+func (b *recordingBackend) Deliver(_ context.Context, id string, req DeliverRequest) (Delivery, error) {
+	return Delivery{Mode: req.Mode, Branch: "pifleet/" + id, Commit: "c0ffee"}, b.record("Deliver %s %s", id, js(req))
+}
+
+// The worktree endpoints: a task's diff, a delivery, and an accept that
+// delivers first (and does not accept when the delivery fails).
+func TestWorktreeRoundTrip(t *testing.T) {
+	b := newRecordingBackend()
+	c := client(t, serve(t, b, DefaultAddr(shortDir(t))))
+	ctx := context.Background()
+	if r, err := c.TaskDiff(ctx, "t-1", true); err != nil || r.Text == nil || *r.Text != "+change" {
+		t.Errorf("TaskDiff %+v %v", r, err)
+	}
+	if d, err := c.Deliver(ctx, "t-1", DeliverRequest{Mode: "merge", Target: "main"}); err != nil || d.Commit != "c0ffee" {
+		t.Errorf("Deliver %+v %v", d, err)
+	}
+	if _, err := c.Deliver(ctx, "t-1", DeliverRequest{Mode: "pr"}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("pr: %v", err)
+	}
+	if err := c.AcceptWith(ctx, "t-1", AcceptRequest{Disposition: DispositionStop, Deliver: "branch"}); err != nil {
+		t.Error(err)
+	}
+	if _, err := c.Diff(ctx, "i-1", DiffQuery{Base: true}); err != nil {
+		t.Error(err)
+	}
+	want := strings.Join([]string{
+		`TaskDiff t-1 true`,
+		`Deliver t-1 {"mode":"merge","target":"main"}`,
+		`Deliver t-1 {"mode":"branch"}`,
+		`Accept t-1 stop`,
+	}, "\n")
+	if got := b.Calls(); !strings.HasPrefix(got, want) || !strings.Contains(got, `"Base":true`) {
+		t.Errorf("calls:\n%s\nwant:\n%s", got, want)
+	}
+	b.err = &Error{Code: CodeDeliveryFailed, Message: "conflict", Detail: "merge_conflict"}
+	if err := c.AcceptWith(ctx, "t-1", AcceptRequest{Deliver: "merge"}); !errors.Is(err, ErrDeliveryFailed) {
+		t.Errorf("failed delivery: %v", err)
+	}
+	if strings.Count(b.Calls(), "Accept") != 1 {
+		t.Errorf("accepted after a failed delivery:\n%s", b.Calls())
+	}
+}

@@ -102,6 +102,7 @@ func NewServer(b Backend, opts ...ServerOption) *Server {
 	s.mux.HandleFunc("POST "+p+"/baselines", s.createBaseline)
 	s.mux.HandleFunc("POST "+p+"/web/logins", s.webLogin)
 	s.registerExec(p)
+	s.registerWorktree(p)
 	s.routeTools(p)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &Error{Code: CodeUnknownEndpoint, Message: r.Method + " " + r.URL.Path})
@@ -385,7 +386,12 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.b.Diff(r.Context(), r.PathValue("id"), DiffQuery{Ref: q.Get("ref"), Staged: staged, Stat: stat})
+	base, err := boolParam(q, "base")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.b.Diff(r.Context(), r.PathValue("id"), DiffQuery{Ref: q.Get("ref"), Staged: staged, Stat: stat, Base: base})
 	s.reply(w, r, res, err)
 }
 
@@ -528,6 +534,19 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.fail(w, r, badRequest("disposition %q is not stop or keep_idle", req.Disposition))
 		return
+	}
+	if req.Deliver != "" && req.Deliver != "none" {
+		d := DeliverRequest{Mode: req.Deliver, Target: req.Target, Message: req.Message}
+		if err := d.validate(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		// Delivered first: a delivery that fails leaves the task under
+		// review, not accepted.
+		if _, err := s.b.Deliver(r.Context(), r.PathValue("id"), d); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	s.reply(w, r, nil, s.b.Accept(r.Context(), r.PathValue("id"), req.Disposition))
 }

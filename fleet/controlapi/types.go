@@ -128,6 +128,13 @@ type Task struct {
 	Feedback   []Feedback `json:"feedback,omitempty"`
 	LastDone   *TaskDone  `json:"lastDone,omitempty"`
 	Verdict    string     `json:"verdict,omitempty"`
+	// Branch and Base are an isolated task's branch and the commit it
+	// started from; DiffStat the size of its change at its last end.
+	Branch   string    `json:"branch,omitempty"`
+	Base     string    `json:"base,omitempty"`
+	DiffStat *DiffStat `json:"diffStat,omitempty"`
+	// Delivery is how its work was delivered.
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // Feedback is one rejection of a task.
@@ -181,6 +188,8 @@ type SpawnRequest struct {
 	SessionMode SessionMode       `json:"sessionMode,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	TraceID     string            `json:"traceId,omitempty"`
+	// Isolation runs the worker in a git worktree of its own.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 func (r SpawnRequest) validate() error {
@@ -473,6 +482,12 @@ const (
 type AcceptRequest struct {
 	// Disposition defaults to keep_idle.
 	Disposition Disposition `json:"disposition,omitempty"`
+	// Deliver (branch, patch, merge; none or empty: nothing) delivers an
+	// isolated task's work before the accept, with Target and Message as
+	// in DeliverRequest. A failed delivery fails the accept.
+	Deliver string `json:"deliver,omitempty"`
+	Target  string `json:"target,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // RejectRequest is the body of POST /v1/tasks/{id}/reject.
@@ -642,6 +657,9 @@ type DiffQuery struct {
 	Ref    string
 	Staged bool
 	Stat   bool
+	// Base diffs an isolated worker's worktree against the commit its
+	// branch started from, new files included.
+	Base bool `json:",omitempty"`
 }
 
 // ReadQuery asks for a file of an instance's cwd; Offset (the first line,

@@ -47,6 +47,8 @@ type TaskDone struct {
 	LastAssistantMessage string     `json:"lastAssistantMessage,omitempty"`
 	Stats                *TaskStats `json:"stats,omitempty"`
 	TraceID              string     `json:"traceId,omitempty"`
+	// Worktree is an isolated worker's branch, base and diff stat.
+	Worktree *DiffStat `json:"worktree,omitempty"`
 }
 
 // Key returns the dedupe key of the task_done.
@@ -87,8 +89,10 @@ type Task struct {
 	LastDone    *TaskDone `json:"lastDone,omitempty"`
 	Verdict     string    `json:"verdict,omitempty"`
 	Disposition string    `json:"disposition,omitempty"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	// Delivery is how the work was delivered (isolated workers).
+	Delivery  *WorkDelivery `json:"delivery,omitempty"`
+	CreatedAt time.Time     `json:"createdAt"`
+	UpdatedAt time.Time     `json:"updatedAt"`
 }
 
 // Instance is the server's record of one worker instance.
@@ -102,6 +106,8 @@ type Instance struct {
 	// ModelPinned: the agent refuses model changes (the bundle's
 	// model.pin, or PinModel).
 	ModelPinned bool `json:"modelPinned,omitempty"`
+	// Worktree is the isolated worker's git worktree.
+	Worktree *Worktree `json:"worktree,omitempty"`
 	// State is the instance machine's state (fleet.InstanceState).
 	State       string `json:"state"`
 	SessionPath string `json:"sessionPath,omitempty"`
