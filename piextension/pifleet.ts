@@ -215,6 +215,7 @@ export default async function pifleet(pi: ExtensionAPI) {
 	let following = false;
 	let stopped = false;
 	let current: http.IncomingMessage | undefined;
+	let ui: { setStatus(key: string, text: string | undefined): void } | undefined;
 
 	const inject = (w: Wake) => {
 		if (!w.key || seen.has(w.key)) return;
@@ -237,14 +238,20 @@ export default async function pifleet(pi: ExtensionAPI) {
 				delay = 250;
 				let data = "";
 				for await (const line of lines(res)) {
+					if (line.startsWith(": live")) {
+						// The pending wakes are all in: from here on, every wake is new.
+						ui?.setStatus("pifleet", `pifleet: ${registered.size} fleet tools, connected to ${t.label}`);
+						continue;
+					}
 					if (line.startsWith("data:")) data += (data ? "\n" : "") + line.slice(5).replace(/^ /, "");
 					else if (line === "" && data !== "") {
 						inject(JSON.parse(data) as Wake);
 						data = "";
 					}
 				}
-			} catch {
+			} catch (err: any) {
 				// not running, or the connection dropped: try again
+				ui?.setStatus("pifleet", `pifleet: not connected (${err?.message ?? err}); retrying`);
 			}
 			current = undefined;
 			if (stopped) return;
@@ -254,6 +261,7 @@ export default async function pifleet(pi: ExtensionAPI) {
 	};
 
 	pi.on("session_start", async (_e, ctx) => {
+		ui = ctx.ui;
 		seen.clear();
 		for (const entry of ctx.sessionManager.getEntries() as any[]) {
 			if (entry.type === "custom_message" && entry.customType === WAKE_TYPE && entry.details?.key) seen.add(entry.details.key);

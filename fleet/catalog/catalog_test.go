@@ -245,11 +245,11 @@ func TestWakes(t *testing.T) {
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := New(f).Wakes(ctx, true)
-	if err != nil {
-		t.Fatal(err)
+	first, ch, err := New(f).Wakes(ctx, true)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("pending wakes: %v %+v", err, first)
 	}
-	w := <-ch
+	w := first[0]
 	if w.Key != "t-1:2" || w.Kind != controlapi.WakeTaskDone || !strings.Contains(w.Text, "\n| tool: remote_accept\n") ||
 		!strings.Contains(w.Text, "remote_reject taskId=t-1") {
 		t.Errorf("pending wake: %+v", w)

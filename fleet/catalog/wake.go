@@ -15,52 +15,57 @@ import (
 // stream lost changes).
 const seenCap = 4096
 
-// Wakes streams the wakes of the orchestrator: one per durable task_done
-// (the fleet hears of each exactly once) and one per escalation. With
-// pending, the tasks now awaiting review or a human come first. When the
-// fleet reports that this stream lost changes, the tasks are listed again,
-// so a lost task_done still wakes.
-func (c *Catalog) Wakes(ctx context.Context, pending bool) (<-chan controlapi.Wake, error) {
-	changes, err := c.f.Watch(ctx)
+// Wakes subscribes to the wakes of the orchestrator: one per durable
+// task_done (the fleet hears of each exactly once) and one per escalation.
+// With pending, the wakes of the tasks now awaiting review or a human are
+// returned first. When the fleet reports that the subscription lost
+// changes, the tasks are listed again, so a lost task_done still wakes.
+func (c *Catalog) Wakes(ctx context.Context, pending bool) ([]controlapi.Wake, <-chan controlapi.Wake, error) {
+	changes, err := c.f.Watch(ctx) // before the listing: nothing falls between
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	var order []string
+	fresh := func(w controlapi.Wake) bool {
+		if seen[w.Key] {
+			return false
+		}
+		seen[w.Key] = true
+		order = append(order, w.Key)
+		if len(order) > seenCap {
+			delete(seen, order[0])
+			order = order[1:]
+		}
+		return true
+	}
+	var first []controlapi.Wake
+	if pending {
+		ts, err := c.f.Tasks(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, t := range ts {
+			if w, ok := wakeOfTask(t); ok && fresh(w) {
+				first = append(first, w)
+			}
+		}
 	}
 	out := make(chan controlapi.Wake, 16)
 	go func() {
 		defer close(out)
-		seen := map[string]bool{}
-		var order []string
-		send := func(w controlapi.Wake) bool {
-			if seen[w.Key] {
-				return true
-			}
-			seen[w.Key] = true
-			order = append(order, w.Key)
-			if len(order) > seenCap {
-				delete(seen, order[0])
-				order = order[1:]
-			}
-			select {
-			case out <- w:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		relist := func() bool {
-			ts, err := c.f.Tasks(ctx)
-			if err != nil {
-				return ctx.Err() == nil
-			}
-			for _, t := range ts {
-				if w, ok := wakeOfTask(t); ok && !send(w) {
+		send := func(ws ...controlapi.Wake) bool {
+			for _, w := range ws {
+				if !fresh(w) {
+					continue
+				}
+				select {
+				case out <- w:
+				case <-ctx.Done():
 					return false
 				}
 			}
 			return true
-		}
-		if pending && !relist() {
-			return
 		}
 		for {
 			select {
@@ -70,10 +75,17 @@ func (c *Catalog) Wakes(ctx context.Context, pending bool) (<-chan controlapi.Wa
 				if !ok {
 					return
 				}
+				var ws []controlapi.Wake
 				switch ch.Kind {
 				case controlapi.ChangeDropped:
-					if !relist() {
-						return
+					ts, err := c.f.Tasks(ctx)
+					if err != nil {
+						continue
+					}
+					for _, t := range ts {
+						if w, ok := wakeOfTask(t); ok {
+							ws = append(ws, w)
+						}
 					}
 				case controlapi.ChangeTaskDone:
 					var d controlapi.TaskDone
@@ -88,24 +100,25 @@ func (c *Catalog) Wakes(ctx context.Context, pending bool) (<-chan controlapi.Wa
 							}
 						}
 					}
-					if !send(doneWake(t)) {
-						return
-					}
+					ws = append(ws, doneWake(t))
 				case controlapi.ChangeEscalated:
 					ts, err := c.f.Tasks(ctx)
 					if err != nil {
 						continue
 					}
 					for _, t := range ts {
-						if t.ID == ch.TaskID && !send(escalatedWake(t)) {
-							return
+						if t.ID == ch.TaskID {
+							ws = append(ws, escalatedWake(t))
 						}
 					}
+				}
+				if !send(ws...) {
+					return
 				}
 			}
 		}
 	}()
-	return out, nil
+	return first, out, nil
 }
 
 // wakeOfTask is the wake a task waiting for a decision stands for.

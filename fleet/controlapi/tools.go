@@ -25,12 +25,13 @@ type Tools interface {
 	// called from other goroutines while Call runs, never after it returned.
 	// An unknown name is an *Error of code unknown_tool.
 	Call(ctx context.Context, name string, args json.RawMessage, progress func(ToolProgress)) (ToolResult, error)
-	// Wakes streams what should wake the orchestrator (a durable task_done,
-	// an escalation) until ctx is done, then closes the channel. With
-	// pending, the wakes of every task now waiting for review or for a human
-	// come first, so a client that reconnects misses none; a client
+	// Wakes subscribes to what should wake the orchestrator (a durable
+	// task_done, an escalation). With pending it also returns the wakes of
+	// every task now waiting for review or for a human, so a client that
+	// reconnects misses none; live then carries the later ones (never one
+	// of pending again) until ctx is done, when it is closed. A client
 	// delivers each Key once.
-	Wakes(ctx context.Context, pending bool) (<-chan Wake, error)
+	Wakes(ctx context.Context, pending bool) (pendingWakes []Wake, live <-chan Wake, err error)
 }
 
 // WithTools serves t under /v1/tools and /v1/wakes.
@@ -215,7 +216,7 @@ func (s *Server) wakes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("pending %q is not true or false", pending))
 		return
 	}
-	ch, err := s.catalogue.Wakes(ctx, pending == "true")
+	first, ch, err := s.catalogue.Wakes(ctx, pending == "true")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -224,6 +225,15 @@ func (s *Server) wakes(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.WriteString(w, ": watching\n\n"); err != nil {
+		return
+	}
+	for _, wk := range first {
+		if writeWake(w, wk) != nil {
+			return
+		}
+	}
+	// The comment tells a client that the pending wakes are all out.
+	if _, err := io.WriteString(w, ": live\n\n"); err != nil {
 		return
 	}
 	flusher.Flush()
@@ -235,16 +245,21 @@ func (s *Server) wakes(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			data, err := json.Marshal(wk)
-			if err != nil {
-				return
-			}
-			if _, err := fmt.Fprintf(w, "event: wake\ndata: %s\n\n", data); err != nil {
+			if writeWake(w, wk) != nil {
 				return
 			}
 			flusher.Flush()
 		}
 	}
+}
+
+func writeWake(w io.Writer, wk Wake) error {
+	data, err := json.Marshal(wk)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "event: wake\ndata: %s\n\n", data)
+	return err
 }
 
 // ---- client side ----
