@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -314,4 +315,82 @@ func slicesHas(l []transport.InstanceInfo, id string, st transport.InstanceState
 		}
 	}
 	return false
+}
+
+// No worktree leaks across kill -9 of the agent: a restarted agent keeps
+// the worktree of a worker it re-adopts, removes one it died making (a
+// record and a worktree but no instance), and for a worker that ended
+// commits what its worktree held on its branch before removing it; git's
+// worktree list is then clean (nothing for git worktree prune).
+func TestWorktreesSurviveKill9WithoutLeaks(t *testing.T) {
+	w := newWorld(t)
+	repo := gitRepo(t)
+	p := w.start(t)
+	c := dialAddr(t, p.addr, "")
+	c.hello()
+	in := c.mustSpawn("s", repo, "default", isolatedSpawn(nil))
+	c.rpc(in.InstanceID, "t-k", prompt("p", "write: f.txt crash work\nsay: ok"))
+	td := nextOf[*transport.TaskDoneFrame](c, nil)
+	c.ack(td)
+	c.roundTrip("l0")
+	branch := td.Worktree.Branch
+
+	// What an agent killed halfway through a spawn leaves: the record,
+	// the worktree, its branch, and no instance.
+	ghost := isolated{InstanceID: "i-00000000dead"}
+	ghost.Repo, ghost.Dir, ghost.Branch = repo, filepath.Join(w.stateDir, "worktrees", ghost.InstanceID), "pifleet/"+ghost.InstanceID
+	ghost.Cwd, ghost.Base = ghost.Dir, strings.TrimSpace(runGit(t, repo, "rev-parse", "HEAD"))
+	b, _ := json.Marshal(ghost)
+	if err := os.WriteFile(filepath.Join(w.stateDir, "worktrees", ghost.InstanceID+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, repo, "worktree", "add", "-q", "-b", ghost.Branch, ghost.Dir, "HEAD")
+	p.kill9(t)
+	<-c.closed
+
+	p = w.start(t)
+	d := dialAddr(t, p.addr, "")
+	d.hello()
+	l := d.roundTrip("l1")
+	if len(l.Instances) != 1 || l.Instances[0].State != transport.InstanceRunning || l.Instances[0].Worktree == nil ||
+		l.Instances[0].Worktree.Branch != branch {
+		t.Fatalf("after kill -9: %+v", l.Instances)
+	}
+	if got := worktreesOf(t, repo); len(got) != 2 {
+		t.Errorf("worktrees after the restart: %v", got)
+	}
+	if br := runGit(t, repo, "branch", "--list", ghost.Branch); br != "" {
+		t.Errorf("the half-made worktree's branch is left: %q", br)
+	}
+	st := &transport.StopFrame{InstanceID: in.InstanceID}
+	st.ID = "stop"
+	d.send(st)
+	d.reply("stop")
+	if _, err := os.Stat(in.Worktree.Path); err != nil {
+		t.Errorf("a stopped, undelivered worker's worktree must stay for review: %v", err)
+	}
+	p.kill9(t)
+	<-d.closed
+
+	p = w.start(t)
+	e := dialAddr(t, p.addr, "")
+	e.hello()
+	e.roundTrip("l2")
+	if got := worktreesOf(t, repo); len(got) != 1 {
+		t.Errorf("worktrees after the worker ended: %v", got)
+	}
+	if out := runGit(t, repo, "worktree", "prune", "--dry-run", "--verbose"); out != "" {
+		t.Errorf("git worktree prune would remove: %s", out)
+	}
+	if got := runGit(t, repo, "show", branch+":f.txt"); got != "crash work" {
+		t.Errorf("the ended worker's work on %s: %q", branch, got)
+	}
+	if log := runGit(t, repo, "log", "-1", "--format=%s", branch); !strings.Contains(log, "work left by instance "+in.InstanceID) {
+		t.Errorf("salvage commit %q", log)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(w.stateDir, "worktrees")); len(entries) != 0 {
+		t.Errorf("worktree state left: %v", entries)
+	}
+	p.kill9(t)
+	w.stopAll(t)
 }

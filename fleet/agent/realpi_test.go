@@ -119,3 +119,53 @@ func TestRealPiReviewCycle(t *testing.T) {
 		t.Errorf("session has %d entries", len(f.Entries))
 	}
 }
+
+// Isolation with the real pi: two isolated workers on one repository
+// each write the same file with pi's own write tool, in their own
+// worktrees; the user's tree is untouched, each task_done has its diff
+// stat, and a merge delivery lands the first one on main.
+func TestRealPiIsolatedWorkers(t *testing.T) {
+	piPath := pitest.Find(t)
+	root := t.TempDir()
+	publishFauxBundle(t, root)
+	srv := httptest.NewServer(registry.NewServer(root))
+	defer srv.Close()
+	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
+	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, mod: func(c *Config) {
+		c.PiCommand = []string{piPath}
+		c.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
+		c.Env = ps.Env
+		c.Registry = ""
+		c.StopGrace = 10 * time.Second
+	}})
+	c := h.dial(t)
+	c.hello()
+	repo := gitRepo(t)
+	var insts []transport.InstanceInfo
+	for i, who := range []string{"alpha", "beta"} {
+		in := c.mustSpawn("s"+who, repo, "faux", isolatedSpawn(func(f *transport.SpawnFrame) {
+			f.Env = map[string]string{"PI_FLEET_SERVER": srv.URL}
+		}))
+		insts = append(insts, in)
+		c.rpc(in.InstanceID, "t-"+who, prompt("p", "write: f.txt by "+who+"\nsay: done"))
+		td := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.TaskID == "t-"+who })
+		c.ack(td)
+		if td.Status != transport.TaskSettled || td.Worktree == nil || td.Worktree.Files != 1 {
+			t.Fatalf("task %d: %+v %+v", i, td, td.Worktree)
+		}
+		if b, err := os.ReadFile(filepath.Join(in.Worktree.Path, "f.txt")); err != nil || !strings.Contains(string(b), "by "+who) {
+			t.Errorf("%s's worktree f.txt: %q %v", who, b, err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(repo, "f.txt")); string(b) != "one\ntwo\nthree\n" {
+		t.Errorf("the user's f.txt: %q", b)
+	}
+	acc := &transport.TaskAcceptFrame{TaskID: "t-alpha", Disposition: transport.DispositionStop, Deliver: transport.DeliverMerge}
+	acc.ID = "acc"
+	c.send(acc)
+	nextOf[*transport.DeliveredFrame](c, nil)
+	c.reply("acc")
+	if got := runGit(t, repo, "show", "main:f.txt"); !strings.Contains(got, "by alpha") {
+		t.Errorf("main after the merge: %q", got)
+	}
+}
