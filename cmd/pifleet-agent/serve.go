@@ -44,6 +44,10 @@ type ServeCmd struct {
 
 	KeyFlags  `embed:""`
 	ExecFlags `embed:""`
+
+	DeliveryAuthorName  string `help:"Author of the commits that deliver an isolated worker's work (default: pifleet)." env:"PIFLEET_DELIVERY_AUTHOR_NAME"`
+	DeliveryAuthorEmail string `help:"Its email (default: pifleet@MACHINE)." env:"PIFLEET_DELIVERY_AUTHOR_EMAIL"`
+	Git                 string `help:"The git executable for isolated workers' worktrees." default:"git" env:"PIFLEET_GIT"`
 }
 
 // KeyFlags say which server the agent obeys beyond the pin: the holder of
@@ -219,6 +223,7 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		return cfg, err
 	}
 	c.ExecFlags.apply(&cfg)
+	cfg.DeliveryAuthorName, cfg.DeliveryAuthorEmail, cfg.Git = c.DeliveryAuthorName, c.DeliveryAuthorEmail, c.Git
 	exe, err := os.Executable()
 	if err != nil {
 		return cfg, fmt.Errorf("locating this binary for the shim: %w", err)
