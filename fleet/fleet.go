@@ -253,6 +253,9 @@ func (f *Fleet) applyManifest(inst *instance) {
 	if man.UI != nil {
 		inst.autoAnswer = man.UI.AutoAnswer
 	}
+	if inst.budget == nil {
+		inst.budget = man.Budget
+	}
 }
 
 func isOpenTaskState(s string) bool {

@@ -27,6 +27,9 @@ type instance struct {
 	openTask   string
 	maxRejects int
 	autoAnswer []bundle.AutoAnswer
+	// budget is what bounds each run of the worker: the spawn's, else
+	// its bundle's (nil: unbounded).
+	budget *bundle.Budget
 	onProgress func(SpawnProgress)
 
 	run        *Run
@@ -321,6 +324,10 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	}
 	inst := newInstance(f, "", machine, rec, InstanceTable.Start())
 	inst.maxRejects = maxRejects
+	inst.budget = man.Budget
+	if b := opts.Budget; b != nil {
+		inst.budget = &bundle.Budget{MaxCost: b.MaxCost, MaxTurns: b.MaxTurns, MaxMinutes: b.MaxMinutes}
+	}
 	inst.onProgress = opts.OnProgress
 	if man.UI != nil {
 		inst.autoAnswer = man.UI.AutoAnswer

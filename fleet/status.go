@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"example.com/pifleet/bundle"
 	"example.com/pifleet/dialer"
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/session"
@@ -51,7 +52,11 @@ type InstanceStatus struct {
 	ActivityAt time.Time
 	// Cost is the spend seen in the worker's events since the fleet
 	// tracks it.
-	Cost       float64
+	Cost float64
+	// Turns counts the turns of the current (or last) run; Budget bounds
+	// each run (nil: unbounded).
+	Turns      int
+	Budget     *bundle.Budget
 	EndReason  string
 	PendingUI  []UIRequest
 	SessionRef string
@@ -111,7 +116,7 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
 			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: modelOf(inst.rec.Model), ModelPinned: inst.rec.ModelPinned, Degraded: inst.rec.Degraded,
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
-			Cost: inst.cost, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
+			Cost: inst.cost, Turns: inst.tally.Turns, Budget: inst.budget, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,
 			FromSession: inst.rec.FromSession, SessionMode: inst.rec.SessionMode, StaleBaseline: inst.rec.StaleBaseline}
 		is.PendingUI = inst.pendingUILocked(f.cfg.Now())
 		st.Instances = append(st.Instances, is)

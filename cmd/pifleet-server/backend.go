@@ -163,6 +163,10 @@ func statusOf(st fleet.Status) controlapi.Status {
 		if in.Model != nil {
 			ci.Model = &controlapi.ModelRef{Provider: in.Model.Provider, ID: in.Model.ID, Thinking: in.Model.Thinking}
 		}
+		ci.Turns = in.Turns
+		if b := in.Budget; b != nil {
+			ci.Budget = &controlapi.Budget{MaxCost: b.MaxCost, MaxTurns: b.MaxTurns, MaxMinutes: b.MaxMinutes}
+		}
 		for _, u := range in.PendingUI {
 			ci.PendingUI = append(ci.PendingUI, uiOf(u))
 		}

@@ -82,11 +82,15 @@ type Instance struct {
 	TraceID  string `json:"traceId,omitempty"`
 	OpenTask string `json:"openTask,omitempty"`
 	// Activity is what the worker did last (a tool name, writing, …).
-	Activity   string      `json:"activity,omitempty"`
-	ActivityAt *time.Time  `json:"activityAt,omitempty"`
-	Cost       float64     `json:"cost,omitempty"`
-	EndReason  string      `json:"endReason,omitempty"`
-	PendingUI  []UIRequest `json:"pendingUi,omitempty"`
+	Activity   string     `json:"activity,omitempty"`
+	ActivityAt *time.Time `json:"activityAt,omitempty"`
+	Cost       float64    `json:"cost,omitempty"`
+	// Turns counts the turns of the current (or last) run, and Budget
+	// bounds each run; no budget means none.
+	Turns     int         `json:"turns,omitempty"`
+	Budget    *Budget     `json:"budget,omitempty"`
+	EndReason string      `json:"endReason,omitempty"`
+	PendingUI []UIRequest `json:"pendingUi,omitempty"`
 	// Session is the path of the session file the worker writes.
 	Session string `json:"session,omitempty"`
 	// FromSession is the path of the session the worker started from (a
@@ -95,6 +99,14 @@ type Instance struct {
 	FromSession   string      `json:"fromSession,omitempty"`
 	SessionMode   SessionMode `json:"sessionMode,omitempty"`
 	StaleBaseline bool        `json:"staleBaseline,omitempty"`
+}
+
+// Budget bounds a worker's run: its cost, turns and minutes; an absent
+// bound is none.
+type Budget struct {
+	MaxCost    *float64 `json:"maxCost,omitempty"`
+	MaxTurns   *float64 `json:"maxTurns,omitempty"`
+	MaxMinutes *float64 `json:"maxMinutes,omitempty"`
 }
 
 // UIRequest is a worker dialog waiting for an answer (POST

@@ -385,6 +385,8 @@ func (f *fakeFleet) Doctor(context.Context) (controlapi.DoctorReport, error) {
 	}}, nil
 }
 
+func ptr[T any](v T) *T { return &v }
+
 // showcase is a fleet in the middle of a working day.
 func showcase() controlapi.Status {
 	now := time.Now()
@@ -398,8 +400,10 @@ func showcase() controlapi.Status {
 			{Name: "old-laptop", State: "lost", Policy: "steer", Platform: "linux-x64", Version: "0.3.2", Addr: "100.64.0.4:9788", LostAt: ago(7 * time.Minute), LastError: "heartbeat expired: no frame for 45s"},
 		},
 		Instances: []controlapi.Instance{
-			{ID: "i-3f9a21c0", Agent: "buildbox", Cwd: "/src/api", State: "running", Bundle: "default", Model: sonnet, Activity: "bash", ActivityAt: ago(4 * time.Second), Cost: 0.4182, OpenTask: "t-flaky"},
-			{ID: "i-7b02e611", Agent: "buildbox", Cwd: "/src/api", State: "awaiting_review", Bundle: "default", Model: sonnet, Activity: "settled", ActivityAt: ago(2 * time.Minute), Cost: 0.2210, OpenTask: "t-405"},
+			{ID: "i-3f9a21c0", Agent: "buildbox", Cwd: "/src/api", State: "running", Bundle: "default", Model: sonnet, Activity: "bash", ActivityAt: ago(4 * time.Second), Cost: 0.4182, OpenTask: "t-flaky",
+				Turns: 7, Budget: &controlapi.Budget{MaxCost: ptr(2.0), MaxTurns: ptr(30.0)}},
+			{ID: "i-7b02e611", Agent: "buildbox", Cwd: "/src/api", State: "awaiting_review", Bundle: "default", Model: sonnet, Activity: "settled", ActivityAt: ago(2 * time.Minute), Cost: 0.2210, OpenTask: "t-405",
+				Turns: 12, Budget: &controlapi.Budget{MaxCost: ptr(2.0), MaxTurns: ptr(30.0)}},
 			{ID: "i-a41d5e93", Agent: "gpu-1", Cwd: "/src/trainer", State: "idle", Bundle: "ml", Model: &controlapi.ModelRef{Provider: "openai", ID: "gpt-5"}, Activity: "settled", ActivityAt: ago(9 * time.Minute), Cost: 1.0375,
 				PendingUI: []controlapi.UIRequest{{ID: "ui-12", InstanceID: "i-a41d5e93", Kind: "confirm", Title: "Delete checkpoints/ (4.2 GB)?"}}},
 			{ID: "i-c88e0f27", Agent: "gpu-1", Cwd: "/src/trainer", State: "provisioning", Bundle: "ml"},
@@ -438,6 +442,11 @@ func TestShowcase(t *testing.T) {
 	}
 	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'answered')`); err != nil {
 		t.Fatal(err)
+	}
+	// The budget: spend against it.
+	spent, err := browsertest.Eval[string](ctx, step, `document.querySelector('[data-instance="i-3f9a21c0"] .facts').textContent`)
+	if err != nil || !strings.Contains(spent, "$0.4182 of $2.00 a run") || !strings.Contains(spent, "7 of 30 this run") {
+		t.Errorf("card facts %q (%v), want cost and turns against the budget", spent, err)
 	}
 	// Abort on the running worker's card, steer from its page.
 	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`[data-instance="i-3f9a21c0"] .card-actions button:nth-child(2)`))); err != nil {

@@ -372,6 +372,7 @@ function renderCards() {
   for (const [id, c] of cardCache) {
     if (!keep.has(id)) { c.el.remove(); cardCache.delete(id); }
   }
+  cards.classList.toggle("big", list.length > 60);
   $("no-workers").hidden = list.length > 0 || spawning.size > 0 || !model.loaded;
 }
 
@@ -404,7 +405,7 @@ function card(inst) {
       h("dt", {}, "cwd"), h("dd", { class: "mono" }, inst.cwd),
       h("dt", {}, "bundle"), h("dd", {}, inst.bundle, inst.degraded ? " (cached copy)" : ""),
       h("dt", {}, "model"), h("dd", {}, model_),
-      h("dt", {}, "cost"), h("dd", {}, "$" + (inst.cost || 0).toFixed(4)),
+      spend(inst),
       t ? [h("dt", {}, "task"), h("dd", {}, badge(t.state), " ", short(t.prompt, 60))] : null),
     h("div", { class: "activity" }, inst.activity ? ["doing ", h("b", {}, inst.activity), " · ", ago(inst.activityAt)] : ended ? inst.endReason || "ended" : "no activity yet"),
     historyLine(timelines.get(inst.id)),
@@ -415,6 +416,23 @@ function card(inst) {
         onclick: (e) => act(e.target, () => api("POST", "/instances/" + seg(inst.id) + "/abort"), "abort sent") }, "Abort"),
       h("button", { class: "danger", disabled: !steer, title: steer ? "" : "the machine's trust policy does not allow steering",
         onclick: (e) => confirm("Stop worker " + inst.id + "?") && act(e.target, () => api("POST", "/instances/" + seg(inst.id) + "/stop"), inst.id + " stopped") }, "Stop")));
+}
+
+// spend is the cost and turns of a worker against its budget: a meter
+// where the bundle (or the spawn) sets a bound.
+function spend(inst) {
+  const b = inst.budget || {};
+  const meter = (used, max) => {
+    if (!max) return null;
+    const pct = Math.min(100, (used / max) * 100);
+    const bar = h("span", {});
+    bar.style.width = pct.toFixed(1) + "%";
+    return h("div", { class: "meter" + (used >= max ? " over" : ""), title: Math.round(pct) + "% of the budget" }, bar);
+  };
+  const cost = "$" + (inst.cost || 0).toFixed(4) + (b.maxCost ? " of $" + b.maxCost.toFixed(2) + " a run" : "");
+  const turns = (inst.turns || 0) + (b.maxTurns ? " of " + b.maxTurns : "") + " this run";
+  return [h("dt", {}, "cost"), h("dd", {}, cost, meter(inst.cost || 0, b.maxCost)),
+    h("dt", {}, "turns"), h("dd", {}, turns, meter(inst.turns || 0, b.maxTurns))];
 }
 
 // dialogBox renders a pending worker dialog with its answers.
@@ -460,7 +478,7 @@ function renderWorker(id) {
     h("dt", {}, "cwd"), h("dd", { class: "mono" }, inst.cwd),
     h("dt", {}, "bundle"), h("dd", {}, inst.bundle, inst.bundleHash ? " · " + inst.bundleHash.slice(0, 12) : "", inst.degraded ? " (cached copy)" : ""),
     h("dt", {}, "model"), h("dd", {}, inst.model ? inst.model.provider + "/" + inst.model.id : "bundle default"),
-    h("dt", {}, "cost"), h("dd", {}, "$" + (inst.cost || 0).toFixed(4)),
+    spend(inst),
     h("dt", {}, "activity"), h("dd", {}, inst.activity ? inst.activity + " · " + ago(inst.activityAt) : "—"),
     t ? [h("dt", {}, "task"), h("dd", {}, h("a", { href: "#/review" }, t.id), " ", badge(t.state), " ", t.rejects + "/" + t.maxRejects + " rejections")] : null,
     inst.session ? [h("dt", {}, "session"), h("dd", { class: "mono" }, inst.session)] : null,
