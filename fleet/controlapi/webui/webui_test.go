@@ -97,6 +97,17 @@ func (f *fakeFleet) Diff(context.Context, string, controlapi.DiffQuery) (control
 	return controlapi.FileResult{Text: &d}, nil
 }
 
+func (f *fakeFleet) TaskDiff(_ context.Context, id string, _ bool) (controlapi.FileResult, error) {
+	f.record("task diff " + id)
+	d := sampleDiff
+	return controlapi.FileResult{Text: &d}, nil
+}
+
+func (f *fakeFleet) Deliver(_ context.Context, id string, req controlapi.DeliverRequest) (controlapi.Delivery, error) {
+	f.record(fmt.Sprintf("deliver %s %s %s", id, req.Mode, req.Target))
+	return controlapi.Delivery{Mode: req.Mode}, nil
+}
+
 func (f *fakeFleet) Sessions(context.Context, controlapi.SessionFilter) ([]controlapi.Session, error) {
 	return []controlapi.Session{{Machine: "box-0", SessionID: "01a2b3c4", Path: "/home/ana/.pi/agent/sessions/--src-api--/base.jsonl",
 		Name: "baseline:api", Cwd: "/src/api", Kind: controlapi.KindBaseline, Pinned: true, UpdatedAt: time.Now().Add(-3 * time.Hour)}}, nil
@@ -414,6 +425,7 @@ func showcase() controlapi.Status {
 			{ID: "t-flaky", InstanceID: "i-3f9a21c0", Agent: "buildbox", State: "running", Prompt: "make TestRetryBackoff pass reliably", MaxRejects: 3},
 			{ID: "t-405", InstanceID: "i-7b02e611", Agent: "buildbox", State: "awaiting_review", Prompt: "answer 405 with an Allow header for non-GET requests", Rejects: 1, MaxRejects: 3,
 				Feedback: []controlapi.Feedback{{Text: "use http.StatusMethodNotAllowed, not a literal"}},
+				Branch:   "pifleet/t-405-allow-header", Base: "5724ab3c91d2e0f1", DiffStat: &controlapi.DiffStat{Files: 1, Insertions: 2, Deletions: 1},
 				LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: "Done: non-GET requests now get 405 Method Not Allowed with an Allow: GET header. Added TestServeHTTPRejectsPost; go test ./... passes."}},
 			{ID: "t-ui", InstanceID: "i-d5510b4e", Agent: "mac-mini", State: "escalated", Prompt: "fix the layout of the settings screen on small phones", Rejects: 4, MaxRejects: 3,
 				LastDone: &controlapi.TaskDone{Status: "settled", LastAssistantMessage: "I constrained the stack view; the labels still truncate below 340 pt."}},
@@ -494,6 +506,17 @@ func TestShowcase(t *testing.T) {
 		t.Fatal(err)
 	}
 	browsertest.Shot(t, ctx, "review", false)
+	// Accept the isolated task, merging its branch.
+	if err := browsertest.Within(ctx, step,
+		chromedp.SetValue(chromedp.CSS(`article.review[data-task="t-405"] select.deliver`), "merge"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('article.review[data-task="t-405"] select.deliver').dispatchEvent(new Event('change'))`),
+		chromedp.SendKeys(chromedp.CSS(`article.review[data-task="t-405"] input.target`), "main"),
+		chromedp.Click(chromedp.CSS(`article.review[data-task="t-405"] button.accept`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 't-405 accepted')`); err != nil {
+		t.Fatal(err)
+	}
 
 	// Sessions: the list, a search (its snippet shown as text), a resume.
 	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/sessions'`),
@@ -512,7 +535,8 @@ func TestShowcase(t *testing.T) {
 	if _, err := browsertest.Until[bool](ctx, step, `location.hash === '#/worker/i-3f9a21c0'`); err != nil {
 		t.Fatalf("resume did not open the worker: %v", err)
 	}
-	want := []string{"ui ui-12 true", "abort i-3f9a21c0", `steer i-3f9a21c0 "also run the race detector"`, `search "retry"`,
+	want := []string{"ui ui-12 true", "abort i-3f9a21c0", `steer i-3f9a21c0 "also run the race detector"`, "task diff t-405",
+		"deliver t-405 merge main", "accept t-405 keep_idle", `search "retry"`,
 		"resume /home/ana/.pi/agent/sessions/--src-api--/base.jsonl box-0 clone"}
 	if got := b.Calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

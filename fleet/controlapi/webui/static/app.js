@@ -699,9 +699,25 @@ function reviewCard(t) {
   const disposition = h("select", { "aria-label": "after accepting", class: "disposition" },
     h("option", { value: "keep_idle" }, "keep the worker idle"), h("option", { value: "stop" }, "stop the worker"));
   const diffBox = h("div", { class: "diff-box" }, h("p", { class: "muted" }, "loading the diff…"));
-  // A task on its own branch is reviewed against its base; otherwise the
-  // working tree against HEAD.
-  loadDiff(t.instanceId, diffBox, !!t.branch);
+  // A task on its own branch (an isolated worker) is reviewed against the
+  // commit it started from; otherwise the working tree against HEAD.
+  loadDiff(t.branch ? "/tasks/" + seg(t.id) + "/diff" : "/instances/" + seg(t.instanceId) + "/diff", diffBox);
+  // An isolated task's work can be delivered with the accept.
+  const deliver = h("select", { "aria-label": "deliver the work", class: "deliver" },
+    h("option", { value: "" }, "leave the work on its branch as it is"),
+    h("option", { value: "branch" }, "commit it to " + (t.branch || "its branch")),
+    h("option", { value: "merge" }, "commit it and merge it into…"));
+  const target = h("input", { class: "target", placeholder: "target branch (default: the one it started from)", "aria-label": "merge target", hidden: true });
+  deliver.addEventListener("change", () => { target.hidden = deliver.value !== "merge"; });
+  const acceptBody = () => {
+    const b = { disposition: disposition.value };
+    if (t.branch && deliver.value) {
+      b.deliver = deliver.value;
+      if (deliver.value === "merge" && target.value.trim()) b.target = target.value.trim();
+    }
+    return b;
+  };
+  const stat = t.diffStat ? t.diffStat.files + " files, +" + t.diffStat.insertions + " −" + t.diffStat.deletions : "";
   const last = (t.lastDone && (t.lastDone.lastAssistantMessage || t.lastDone.summary)) || "";
   return h("article", { class: "panel review", dataset: { task: t.id } },
     h("div", { class: "review-head" }, h("h3", {}, t.id), badge(t.state),
@@ -711,11 +727,12 @@ function reviewCard(t) {
     h("div", { class: "prompt" }, t.prompt || ""),
     (t.feedback || []).length ? h("ol", { class: "feedback-list" }, t.feedback.map((f) => h("li", {}, f.text))) : null,
     h("div", {}, h("div", { class: "who muted" }, "last message"), h("div", { class: "last" }, last || "(none)")),
-    h("details", { open: true }, h("summary", {}, t.branch ? "Changes on " + t.branch + " since " + (t.base || "its base") : "Changes in the working tree"), diffBox),
+    h("details", { open: true }, h("summary", {}, t.branch ? "Changes on " + t.branch + " since " + (t.base ? t.base.slice(0, 10) : "its base") : "Changes in the working tree",
+      stat ? h("span", { class: "muted" }, " · " + stat) : null), diffBox),
     h("div", { class: "review-actions" },
-      h("div", { class: "stack" }, disposition,
+      h("div", { class: "stack" }, disposition, t.branch ? [deliver, target] : null,
         h("button", { class: "primary accept", disabled: !allowed,
-          onclick: (e) => act(e.target, () => api("POST", "/tasks/" + seg(t.id) + "/accept", { disposition: disposition.value }), t.id + " accepted") }, "Accept")),
+          onclick: (e) => act(e.target, () => api("POST", "/tasks/" + seg(t.id) + "/accept", acceptBody()), t.id + " accepted") }, "Accept")),
       h("div", { class: "stack" }, feedback,
         h("button", { class: "reject", disabled: !allowed, onclick: (e) => {
           if (!feedback.value.trim()) { toast("Write the feedback first.", true); feedback.focus(); return; }
@@ -730,10 +747,10 @@ function reviewCard(t) {
 
 // loadDiff shows the worker's diff: of its working tree, or of its task's
 // branch against the base it started from.
-async function loadDiff(instanceId, box, againstBase) {
+async function loadDiff(path, box) {
   let text, r;
   try {
-    r = await api("GET", "/instances/" + seg(instanceId) + "/diff" + (againstBase ? "?base=true" : ""));
+    r = await api("GET", path);
     text = typeof r === "string" ? r : (r && (r.text ?? r.diff)) || "";
   } catch (e) {
     replace(box, h("p", { class: "muted" }, "No diff: " + e.message));
