@@ -552,6 +552,29 @@ func TestUpdated_LosingEligibilityRemoves(t *testing.T) {
 	})
 }
 
+// A target that loses its addresses while its dial is in flight is
+// dropped at once; the dial's late result is ignored.
+func TestUpdated_LosingAddressesWhileDialingRemoves(t *testing.T) {
+	inBubble(t, func(t *testing.T) {
+		r := newRig(t, testConfig())
+		r.dir.add("a", "10.0.0.1:9788")
+		r.setScript(func(string, string) outcome { return outcome{latency: time.Second, ignoreCancel: true} })
+		r.start()
+		synctest.Wait()
+		r.mustStatus("a", StateDialing)
+		r.dir.set("a", func(e *memEntry) { e.addrs = nil })
+		r.d.Updated("a")
+		synctest.Wait()
+		r.mustUntracked("a")
+
+		advance(time.Second) // the dial returns (success) and is ignored
+		r.mustUntracked("a")
+		if s := r.d.Stats(); s.DialsStarted != 1 || s.DialsSucceeded != 0 || s.InFlight != 0 {
+			t.Errorf("stats %+v: want 1 started, the result dropped", s)
+		}
+	})
+}
+
 func TestUpdated_NewAddressesReplaceListKeepSchedule(t *testing.T) {
 	inBubble(t, func(t *testing.T) {
 		r := newRig(t, testConfig())

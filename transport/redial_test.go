@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -410,4 +411,59 @@ func TestRedialerHandshakeOnTheRawConnection(t *testing.T) {
 			t.Errorf("(-want +got):\n%s", d)
 		}
 	})
+}
+
+// Stopping a Redialer closes its machine from whichever state it is in:
+// a dial that has not completed, a handshake waiting for the peer's
+// hello, or the delay before the next attempt.
+func TestRedialerStoppedInEveryStateCloses(t *testing.T) {
+	cases := map[ConnState]RedialConfig{
+		StateConnecting: {
+			Dial: func(ctx context.Context) (net.Conn, error) {
+				<-ctx.Done() // the network never answers
+				return nil, ctx.Err()
+			},
+		},
+		StateAuthenticating: {
+			Dial: func(ctx context.Context) (net.Conn, error) {
+				a, b := net.Pipe()
+				go io.Copy(io.Discard, b) // the peer reads, says nothing, ends with a
+				return a, nil
+			},
+			Authenticate: func(ctx context.Context, c *Conn) error {
+				_, err := c.Receive(ctx) // waits for a hello that never comes
+				return err
+			},
+		},
+		StateLost: {
+			Dial: func(context.Context) (net.Conn, error) {
+				return nil, errors.New("connection refused")
+			},
+			RetryMin: time.Hour, RetryMax: time.Hour,
+		},
+	}
+	for from, cfg := range cases {
+		t.Run(string(from), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := newRecorder(time.Hour) // virtual time
+				cfg.OnTransition = rec.record
+				r := NewRedialer(cfg)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- r.Run(ctx) }()
+				synctest.Wait()
+				if r.State() != from {
+					t.Fatalf("state %s, want %s", r.State(), from)
+				}
+				cancel()
+				tr := rec.until(t, StateClosed)
+				if tr.From != from || tr.Event != EventClose {
+					t.Errorf("closed by %s from %s, want close from %s", tr.Event, tr.From, from)
+				}
+				if err := <-done; err != nil {
+					t.Errorf("Run = %v, want nil", err)
+				}
+			})
+		})
+	}
 }
