@@ -138,3 +138,42 @@ func TestIsolatedTasksThroughTheFleet(t *testing.T) {
 		t.Errorf("the discarded branch is still there: %q", br)
 	}
 }
+
+// A task spawned from a baseline session can be isolated too: the clone
+// of the baseline runs in a worktree of the baseline's repository.
+func TestIsolatedSpawnFromBaseline(t *testing.T) {
+	reg := t.TempDir()
+	publish(t, reg, "plain", `{}`)
+	addr, cwd := startAgent(t, reg)
+	gitRepo(t, cwd)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+	ctx := t.Context()
+	if _, err := tf.CreateBaseline(ctx, fleet.BaselineOptions{Spawn: fleet.SpawnOptions{Agent: "worker-01", Cwd: cwd, Bundle: "plain"},
+		Prompt: "say: primed", Repo: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := tf.Spawn(ctx, fleet.SpawnOptions{FromSession: "baseline:api", Isolation: &fleet.Isolation{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Stop(context.Background()) })
+	w, ok := in.Worktree()
+	if !ok || w.BaseRef != "main" || in.Origin() == nil {
+		t.Fatalf("worktree %+v %v origin %+v", w, ok, in.Origin())
+	}
+	task, err := in.Submit(ctx, "write: README changed by the task\nsay: ok", fleet.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tf.report(t)
+	if r.TaskID != task.ID() || r.Worktree == nil || r.Worktree.Files != 1 {
+		t.Fatalf("report %+v %+v", r, r.Worktree)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cwd, "README")); string(b) != "repo\n" {
+		t.Errorf("the baseline's tree changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.Path, "README")); string(b) != "changed by the task" {
+		t.Errorf("the worktree's README: %q", b)
+	}
+}

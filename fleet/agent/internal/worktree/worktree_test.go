@@ -254,3 +254,15 @@ func TestParseNumstat(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 }
+
+func FuzzParseNumstat(f *testing.F) {
+	for _, s := range []string{"1\t2\ta\n", "-\t-\tbin\n", "x\ty\tz\n", "\t\t\n", "3\t4\tp\tq\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		st := parseNumstat(s)
+		if st.Files < 0 || st.Files > strings.Count(s, "\t") || st.Insertions < 0 && !strings.Contains(s, "-") {
+			t.Fatalf("%q: %+v", s, st)
+		}
+	})
+}
