@@ -35,17 +35,15 @@ func publishFauxBundle(t *testing.T, root string) {
 	}
 }
 
-// Issue #5, with the real pi: spawn (the bundle comes from an HTTP
-// registry) → get_state shows the bundle's model → a tracked prompt that
-// makes a tool call → its events in order → agent_settled → task_done →
-// reject → the revision runs in the same session (history intact) →
-// accept with stop → stopped, the session file intact and resumable.
-func TestRealPiReviewCycle(t *testing.T) {
+// realPiHarness is an agent whose workers are the real pi, offline, with
+// the faux bundle served over HTTP (srv.URL goes in spawn.env).
+func realPiHarness(t *testing.T) (*harness, *httptest.Server) {
+	t.Helper()
 	piPath := pitest.Find(t)
 	root := t.TempDir()
 	publishFauxBundle(t, root)
 	srv := httptest.NewServer(registry.NewServer(root))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
 	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, mod: func(c *Config) {
 		c.PiCommand = []string{piPath}
@@ -54,6 +52,16 @@ func TestRealPiReviewCycle(t *testing.T) {
 		c.Registry = ""
 		c.StopGrace = 10 * time.Second
 	}})
+	return h, srv
+}
+
+// Issue #5, with the real pi: spawn (the bundle comes from an HTTP
+// registry) → get_state shows the bundle's model → a tracked prompt that
+// makes a tool call → its events in order → agent_settled → task_done →
+// reject → the revision runs in the same session (history intact) →
+// accept with stop → stopped, the session file intact and resumable.
+func TestRealPiReviewCycle(t *testing.T) {
+	h, srv := realPiHarness(t)
 	c := h.dial(t)
 	c.hello()
 	inst := c.mustSpawn("s", h.cwd, "faux", func(f *transport.SpawnFrame) {
@@ -125,19 +133,7 @@ func TestRealPiReviewCycle(t *testing.T) {
 // worktrees; the user's tree is untouched, each task_done has its diff
 // stat, and a merge delivery lands the first one on main.
 func TestRealPiIsolatedWorkers(t *testing.T) {
-	piPath := pitest.Find(t)
-	root := t.TempDir()
-	publishFauxBundle(t, root)
-	srv := httptest.NewServer(registry.NewServer(root))
-	defer srv.Close()
-	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
-	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, mod: func(c *Config) {
-		c.PiCommand = []string{piPath}
-		c.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
-		c.Env = ps.Env
-		c.Registry = ""
-		c.StopGrace = 10 * time.Second
-	}})
+	h, srv := realPiHarness(t)
 	c := h.dial(t)
 	c.hello()
 	repo := gitRepo(t)
