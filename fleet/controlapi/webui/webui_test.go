@@ -108,6 +108,19 @@ func (f *fakeFleet) Deliver(_ context.Context, id string, req controlapi.Deliver
 	return controlapi.Delivery{Mode: req.Mode}, nil
 }
 
+func (f *fakeFleet) Spawn(_ context.Context, req controlapi.SpawnRequest, progress func(controlapi.SpawnProgress)) (controlapi.SpawnResult, error) {
+	b, _ := json.Marshal(req)
+	f.record("spawn " + string(b))
+	progress(controlapi.SpawnProgress{Phase: "accepted"})
+	progress(controlapi.SpawnProgress{Phase: "provisioning", FilesTotal: 12, FilesFetched: 12})
+	return controlapi.SpawnResult{InstanceID: "i-c88e0f27"}, nil
+}
+
+func (f *fakeFleet) CreateBaseline(_ context.Context, req controlapi.BaselineRequest) (controlapi.Baseline, error) {
+	f.record(fmt.Sprintf("baseline %s %s %s %s", req.Agent, req.Cwd, req.Bundle, req.Repo))
+	return controlapi.Baseline{Machine: req.Agent, Cwd: req.Cwd, Name: "baseline:" + req.Repo}, nil
+}
+
 func (f *fakeFleet) Sessions(context.Context, controlapi.SessionFilter) ([]controlapi.Session, error) {
 	return []controlapi.Session{{Machine: "box-0", SessionID: "01a2b3c4", Path: "/home/ana/.pi/agent/sessions/--src-api--/base.jsonl",
 		Name: "baseline:api", Cwd: "/src/api", Kind: controlapi.KindBaseline, Pinned: true, UpdatedAt: time.Now().Add(-3 * time.Hour)}}, nil
@@ -535,9 +548,37 @@ func TestShowcase(t *testing.T) {
 	if _, err := browsertest.Until[bool](ctx, step, `location.hash === '#/worker/i-3f9a21c0'`); err != nil {
 		t.Fatalf("resume did not open the worker: %v", err)
 	}
+	// A baseline, and an isolated spawn with a model.
+	if err := browsertest.Within(ctx, step,
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/sessions'`),
+		chromedp.Click(chromedp.CSS("#baseline-open")),
+		chromedp.WaitVisible(chromedp.CSS("#bl-cwd")),
+		chromedp.SendKeys(chromedp.CSS("#bl-cwd"), "/src/api"),
+		chromedp.SendKeys(chromedp.CSS("#bl-repo"), "api"),
+		chromedp.Click(chromedp.CSS("#bl-go"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'baseline:api is ready')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.Within(ctx, step,
+		chromedp.Click(chromedp.CSS("#spawn-open")),
+		chromedp.WaitVisible(chromedp.CSS("#sp-cwd")),
+		chromedp.SetValue(chromedp.CSS("#sp-agent"), "gpu-1"),
+		chromedp.SendKeys(chromedp.CSS("#sp-cwd"), "/src/trainer"),
+		chromedp.SetValue(chromedp.CSS("#sp-bundle"), "ml"),
+		chromedp.SendKeys(chromedp.CSS("#sp-model"), "openai/gpt-5"),
+		chromedp.Click(chromedp.CSS("#sp-isolate")),
+		chromedp.Click(chromedp.CSS("#sp-go"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'i-c88e0f27 is ready')`); err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"ui ui-12 true", "abort i-3f9a21c0", `steer i-3f9a21c0 "also run the race detector"`, "task diff t-405",
 		"deliver t-405 merge main", "accept t-405 keep_idle", `search "retry"`,
-		"resume /home/ana/.pi/agent/sessions/--src-api--/base.jsonl box-0 clone"}
+		"resume /home/ana/.pi/agent/sessions/--src-api--/base.jsonl box-0 clone", "baseline buildbox /src/api default api",
+		`spawn {"agent":"gpu-1","cwd":"/src/trainer","bundle":"ml","model":{"provider":"openai","id":"gpt-5"},"isolation":{}}`}
 	if got := b.Calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

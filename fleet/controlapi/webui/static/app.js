@@ -878,6 +878,7 @@ async function spawnSubmit(ev) {
   }
   const from = $("sp-from").value.trim();
   if (from) body.fromSession = from;
+  if ($("sp-isolate").checked) body.isolation = {};
   // The dialog closes at once; the new worker's card shows the spawn.
   $("spawn-dialog").close();
   const key = "spawn-" + ++spawnSeq;
