@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -491,19 +492,14 @@ func (f *Fleet) startInbound() error {
 	f.listeners = append(f.listeners, ln)
 	f.inboundAddr = ln.Addr().String()
 	f.mu.Unlock()
-	gate := trust.ServerGate(f.cfg.Whois, f.trust)
-	var admitted sync.Map // remote AddrPort → admission
-	type admission struct {
-		id     identity.Identity
-		policy trust.Policy
-	}
+	var admitted sync.Map // remote AddrPort → identity
 	srv := &transport.Server{
 		Gate: func(ctx context.Context, remote netip.AddrPort) error {
-			id, policy, err := gate(ctx, remote)
+			id, err := f.inboundGate(ctx, remote)
 			if err != nil {
 				return err
 			}
-			admitted.Store(remote, admission{id, policy})
+			admitted.Store(remote, id)
 			return nil
 		},
 		Options: f.connOptions("inbound"),
@@ -527,8 +523,7 @@ func (f *Fleet) startInbound() error {
 				_ = c.Close()
 				return
 			}
-			ad := v.(admission)
-			f.acceptInbound(c, remote, ad.id, ad.policy)
+			f.acceptInbound(c, remote, v.(identity.Identity))
 		},
 	}
 	f.wg.Add(1)
@@ -549,15 +544,68 @@ func (f *Fleet) InboundAddr() string {
 	return f.inboundAddr
 }
 
+// inboundGate runs before a byte is sent to an agent that dials in: who
+// is it (whois), and is its machine denied already (refused at once, as
+// every time it dials). Anyone else goes on to the key handshake, and
+// trust decides once the agent proved its key (acceptInbound).
+func (f *Fleet) inboundGate(ctx context.Context, remote netip.AddrPort) (identity.Identity, error) {
+	id, err := f.cfg.Whois.Whois(ctx, remote.Addr())
+	if err != nil {
+		f.log.Warn().Stringer("remote", remote).Err(err).Msg("refused: whois failed")
+		return identity.Identity{}, &trust.RefusedError{Remote: remote, Err: err}
+	}
+	if d, ok, err := f.trust.Get(id.Machine); err == nil && ok && d.Policy == trust.Deny && (d.User == "" || d.User == id.User) {
+		f.log.Warn().Stringer("remote", remote).Str("machine", id.Machine).Str("user", id.User).Msg("refused")
+		return id, &trust.RefusedError{Remote: remote, Identity: id, Err: trust.ErrDenied}
+	}
+	return id, nil
+}
+
 // acceptInbound establishes an agent that dialled in; it is known by its
-// whois machine name.
-func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id identity.Identity, policy trust.Policy) {
+// whois machine name. It must prove its key over this connection (the
+// auth_proof that answers the server's hello), and trust decides for that
+// machine and key: a new machine, or a known one with another key or
+// owner, is a first contact.
+func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id identity.Identity) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.cfg.HelloTimeout)
 	defer cancel()
+	refuse := func(err error, msg string) {
+		_ = c.Close()
+		f.log.Warn().Err(err).Str("remote", remote.String()).Str("machine", id.Machine).Str("user", id.User).Msg(msg)
+	}
 	hello, early, err := f.awaitHello(ctx, c)
 	if err != nil {
-		_ = c.Close()
-		f.log.Warn().Err(err).Str("remote", remote.String()).Msg("inbound agent sent no hello")
+		refuse(err, "inbound agent sent no hello")
+		return
+	}
+	t, ok := f.greet(c, hello, auth.AgentDialed)
+	if !ok {
+		refuse(auth.ErrBadChallenge, "refused: an agent that dials in must prove its key (its hello has no challenge)")
+		return
+	}
+	key, more, err := f.awaitAgentProof(ctx, c, t)
+	if err != nil {
+		refuse(err, "refused: the agent did not prove its key")
+		return
+	}
+	early = append(early, more...)
+	// The question may wait for an operator: bounded by the connection,
+	// not by the hello timeout.
+	dctx, dcancel := context.WithCancel(f.ctx)
+	defer dcancel()
+	go func() {
+		select {
+		case <-c.Done():
+			dcancel()
+		case <-dctx.Done():
+		}
+	}()
+	policy, err := f.trust.DecideKey(dctx, id, auth.FormatPublicKey(key))
+	if err == nil && policy == trust.Deny {
+		err = trust.ErrDenied
+	}
+	if err != nil {
+		refuse(err, "refused")
 		return
 	}
 	f.mu.Lock()
@@ -582,9 +630,27 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 		f.fireConnLocked(a, transport.EventTCPEstablished, nil)
 	}
 	f.mu.Unlock()
-	f.greet(c, hello, auth.AgentDialed)
 	if err := f.establish(a, c, remote.String(), hello, early, id, policy); err == nil {
 		f.dial.Connected(a.name)
+	}
+}
+
+// awaitAgentProof reads frames until the agent's auth_proof and checks it
+// over t; frames before it are kept for the connection's handler.
+func (f *Fleet) awaitAgentProof(ctx context.Context, c *transport.Conn, t auth.Transcript) (ed25519.PublicKey, []transport.Frame, error) {
+	var early []transport.Frame
+	for {
+		fr, err := c.Receive(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fleet: waiting for the agent's proof: %w", err)
+		}
+		if p, ok := fr.(*transport.AuthProofFrame); ok {
+			key, err := auth.VerifyAgent(p.KeyProof, t)
+			return key, early, err
+		}
+		if len(early) < maxOrphans {
+			early = append(early, fr)
+		}
 	}
 }
 

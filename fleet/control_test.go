@@ -2,18 +2,21 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -86,6 +89,69 @@ func TestInboundAgentPassesFirstContactTrust(t *testing.T) {
 	inst := spawn(t, tf, "laptop")
 	if _, err := inst.Prompt(t.Context(), "from the inbound side", fleet.PromptOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Seed §5 with keys: the key an agent that dials in proves at first
+// contact is stored with the decision; later connections must prove the
+// same key (admitted without a question); a connection proving another
+// key is a new first contact (denied here, and not admitted), and one
+// proving nothing is refused.
+func TestInboundAgentKeyIsStoredThenEnforced(t *testing.T) {
+	first := newTestAgentPeer(t, "laptop", true)
+	whois, err := identity.ParseStatic("127.0.0.1=laptop/ana@github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan trust.Policy, 4)
+	var asked atomic.Int32
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, nil,
+		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois),
+		fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
+			asked.Add(1)
+			return <-answers, nil
+		})))
+	answers <- trust.Steer
+	first.dialIn(tf.InboundAddr())
+	tf.waitAgent(t, "laptop", transport.StateEstablished)
+	d, ok, _ := tf.Trust().Get("laptop")
+	if !ok || d.Key != auth.FormatPublicKey(first.key.Public().(ed25519.PublicKey)) {
+		t.Fatalf("decision %+v: the agent's key is not stored", d)
+	}
+
+	// The same agent again (its connection lost): admitted, not asked.
+	first.conn().Close()
+	tf.waitAgent(t, "laptop", transport.StateLost)
+	first.dialIn(tf.InboundAddr())
+	tf.waitAgent(t, "laptop", transport.StateEstablished)
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("asked %d times, want once", n)
+	}
+
+	// Another process of that machine with another key: asked again; the
+	// operator denies it, and it gets no further.
+	first.conn().Close()
+	tf.waitAgent(t, "laptop", transport.StateLost)
+	impostor := newTestAgentPeer(t, "laptop", true)
+	answers <- trust.Deny
+	impostor.dialIn(tf.InboundAddr())
+	select {
+	case <-impostor.conn().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the impostor's connection stays open")
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("asked %d times, want twice (the new key is a new first contact)", n)
+	}
+	if st := tf.Status(t.Context()); len(st.Agents) != 1 || st.Agents[0].State == transport.StateEstablished {
+		t.Errorf("agents after the impostor: %+v", st.Agents)
+	}
+	for _, fr := range drainFrames(impostor) {
+		if _, hello := fr.(*transport.HelloFrame); !hello {
+			t.Errorf("the impostor was sent %s", fr.FrameType())
+		}
 	}
 }
 

@@ -94,14 +94,14 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	defer watch.Close()
 
 	// First contact: no terminal to ask on, so the unknown machine is
-	// refused and nothing is stored; the agent counts a failed handshake
-	// and tries again.
+	// refused once it proved its key, and nothing is stored; the agent
+	// loses the connection and tries again.
 	alpha := dialInAgent(t, "alpha", "127.0.0.2", inbound)
 	agentProc := alpha.start(t)
 	server.waitLog(t, "alpha's first contact", func(l logLine) bool {
 		return l.Message == "first contact: no answer, refused and not stored" && l.Machine == "alpha"
 	})
-	agentProc.waitLog(t, "the refused handshake", transitioned(string(transport.EventHandshakeFailed), transport.StateLost))
+	agentProc.waitLog(t, "the refused connection", transitioned(string(transport.EventConnectionLost), transport.StateLost))
 	if ds, err := c.TrustList(ctx); err != nil || len(ds) != 0 {
 		t.Fatalf("decisions after an unanswered first contact: %+v, %v", ds, err)
 	}
@@ -111,7 +111,7 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	nextChange(t, watch, "alpha established", func(ch controlapi.Change) bool {
 		return ch.Kind == controlapi.ChangeAgentState && ch.Agent == "alpha" && ch.To == string(transport.StateEstablished)
 	})
-	agentProc.waitLog(t, "its connection established", transitioned(string(transport.EventAllowed), transport.StateEstablished))
+	agentProc.waitLog(t, "the server's proof", func(l logLine) bool { return l.Message == "server proved its key" })
 	st, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +145,9 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watch2.Close()
-	agentProc.waitLog(t, "its second connection", nth(2, transitioned(string(transport.EventAllowed), transport.StateEstablished)))
+	nextChange(t, watch2, "alpha established again", func(ch controlapi.Change) bool {
+		return ch.Kind == controlapi.ChangeAgentState && ch.Agent == "alpha" && ch.To == string(transport.StateEstablished)
+	})
 	// Subscribed before the status is read: the worker is idle in the
 	// status, or its reconciliation is still to come on the stream.
 	if st, err = c.Status(ctx); err != nil {

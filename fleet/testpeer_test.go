@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/auth"
 )
 
 // testAgentPeer is a scripted agent for protocol-level tests of the SDK:
@@ -25,6 +27,7 @@ type testAgentPeer struct {
 	machine  string
 	platform string
 	pifleet  bool
+	key      ed25519.PrivateKey // proven when it dials in
 
 	mu         sync.Mutex
 	conns      []*transport.Conn
@@ -84,6 +87,7 @@ func newTestAgentPeerAt(t testing.TB, addr, machine string, pifleet bool) *testA
 		reply:        func(id, text string) string { return "done: " + text + " (" + id + ")" },
 		seq:          1_700_000_000_000,
 	}
+	_, p.key, _ = ed25519.GenerateKey(nil)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -124,15 +128,29 @@ func (p *testAgentPeer) dialIn(addr string) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.serve(nc)
+	p.serveAs(nc, true)
 }
 
-func (p *testAgentPeer) serve(nc net.Conn) {
+func (p *testAgentPeer) serve(nc net.Conn) { p.serveAs(nc, false) }
+
+// serveAs speaks as the agent on nc; dialed says that the peer dialled
+// (it then proves its key when the server's hello asks, as a real agent
+// that dials in does).
+func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 	{
 		var c *transport.Conn
 		ready := make(chan struct{})
+		challenge := auth.NewChallenge()
 		c = transport.NewConn(nc, transport.Options{Handler: func(fr transport.Frame) {
 			<-ready
+			if h, ok := fr.(*transport.HelloFrame); ok && dialed && h.Role == transport.RoleServer {
+				if sc, err := auth.ParseChallenge(h.Challenge); err == nil {
+					dialer, acceptor := auth.Endpoints(nc, true)
+					t := auth.Transcript{Direction: auth.AgentDialed, AgentMachine: p.machine, AgentChallenge: challenge,
+						ServerChallenge: sc, Dialer: dialer, Acceptor: acceptor}
+					p.send(c, &transport.AuthProofFrame{KeyProof: auth.Sign(p.key, transport.RoleAgent, t)})
+				}
+			}
 			p.handle(c, fr)
 		}})
 		caps := []string{}
@@ -140,7 +158,7 @@ func (p *testAgentPeer) serve(nc net.Conn) {
 			caps = append(caps, transport.CapabilityPifleet)
 		}
 		_ = c.TrySend(&transport.HelloFrame{Machine: p.machine, Role: transport.RoleAgent, PackageVersion: "test",
-			Platform: p.platform, Capabilities: caps})
+			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge)})
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
 		p.mu.Unlock()

@@ -1,17 +1,13 @@
 package trust
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-
-	"github.com/rs/zerolog"
 
 	"example.com/pifleet/transport/identity"
 )
@@ -281,19 +277,70 @@ func TestSetWhileAskingWins(t *testing.T) {
 	}
 }
 
-// A known machine that changed hands keeps its policy, with a warning.
-func TestKnownMachineOfAnotherUserIsLogged(t *testing.T) {
-	var log bytes.Buffer
-	s := openStore(t, dbPath(t), WithPrompter(Fixed(Steer)), WithLogger(zerolog.New(&log)))
+// A known machine that changed hands is a new first contact: asked
+// again, and the answer (deny here) replaces the decision.
+func TestKnownMachineOfAnotherUserIsAskedAgain(t *testing.T) {
+	prompter := &countingPrompter{p: Steer}
+	s := openStore(t, dbPath(t), WithPrompter(prompter))
 	if _, err := s.Decide(t.Context(), buildbox); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.Decide(t.Context(), identity.Identity{Machine: "buildbox", User: "eve@example.com"})
-	if p != Steer || err != nil {
-		t.Errorf("Decide = %q, %v", p, err)
+	eve := identity.Identity{Machine: "buildbox", User: "eve@example.com"}
+	prompter.p = Deny
+	if p, err := s.Decide(t.Context(), eve); p != Deny || err != nil {
+		t.Fatalf("Decide = %q, %v; want the new answer", p, err)
 	}
-	if !strings.Contains(log.String(), `"decided_for":"ana@github","user":"eve@example.com"`) {
-		t.Errorf("no warning about the new owner in %s", log.String())
+	if prompter.count() != 2 || prompter.asked[1] != eve {
+		t.Errorf("asked %v", prompter.asked)
+	}
+	if d, _, _ := s.Get("buildbox"); d.User != eve.User || d.Policy != Deny {
+		t.Errorf("stored %+v", d)
+	}
+	// No answer for the changed owner: refused, the old decision stays.
+	s = openStore(t, dbPath(t), WithPrompter(Fixed(Steer)))
+	s.Decide(t.Context(), buildbox)
+	s.prompter = &countingPrompter{err: errors.New("nobody there")}
+	if p, err := s.Decide(t.Context(), eve); p != Deny || !errors.Is(err, ErrPromptFailed) {
+		t.Errorf("unanswered: %q, %v", p, err)
+	}
+	if d, _, _ := s.Get("buildbox"); d.User != buildbox.User || d.Policy != Steer {
+		t.Errorf("kept %+v", d)
+	}
+}
+
+// Seed §5 for agents that dial in: the key proven at first contact is
+// stored with the decision and enforced after; another key is a new first
+// contact; a decision made without a key takes the first one proven.
+func TestDecisionIsBoundToTheKey(t *testing.T) {
+	prompter := &countingPrompter{p: Steer}
+	path := dbPath(t)
+	s := openStore(t, path, WithPrompter(prompter))
+	if p, err := s.DecideKey(t.Context(), buildbox, "ed25519:one"); p != Steer || err != nil {
+		t.Fatalf("first contact: %q, %v", p, err)
+	}
+	if d, _, _ := s.Get("buildbox"); d.Key != "ed25519:one" {
+		t.Fatalf("stored %+v", d)
+	}
+	if p, err := s.DecideKey(t.Context(), buildbox, "ed25519:one"); p != Steer || err != nil || prompter.count() != 1 {
+		t.Fatalf("same key: %q, %v, asked %d", p, err, prompter.count())
+	}
+	prompter.p = Deny
+	if p, err := s.DecideKey(t.Context(), buildbox, "ed25519:two"); p != Deny || err != nil || prompter.count() != 2 {
+		t.Fatalf("another key: %q, %v, asked %d", p, err, prompter.count())
+	}
+	if d, _, _ := s.Get("buildbox"); d.Key != "ed25519:two" || d.Policy != Deny {
+		t.Errorf("after the new first contact %+v", d)
+	}
+	// trust set before the machine ever connected: its first key is taken.
+	if _, err := s.Set("ci-runner", Allow); err != nil {
+		t.Fatal(err)
+	}
+	ci := identity.Identity{Machine: "ci-runner", User: "tagged"}
+	if p, err := s.DecideKey(t.Context(), ci, "ed25519:ci"); p != Allow || err != nil || prompter.count() != 2 {
+		t.Fatalf("decided beforehand: %q, %v, asked %d", p, err, prompter.count())
+	}
+	if d, _, _ := s.Get("ci-runner"); d.Key != "ed25519:ci" || d.User != "tagged" {
+		t.Errorf("recorded %+v", d)
 	}
 }
 

@@ -35,6 +35,9 @@ type Decision struct {
 	// User is who owned the machine when the decision was made; empty
 	// when unknown (set from the CLI for a machine never seen).
 	User string `json:"user,omitempty"`
+	// Key is the public key ("ed25519:…") the machine proved when the
+	// decision was made (agents that dial in); empty when none was.
+	Key string `json:"key,omitempty"`
 	// Policy is what the machine may do.
 	Policy Policy `json:"policy"`
 	// DecidedAt is when the decision was made (UTC).
@@ -168,8 +171,10 @@ func (s *Store) get(tx *bbolt.Tx, machine string) (Decision, bool, error) {
 }
 
 // Set stores policy p for machine, replacing any earlier decision, as the
-// operator's `trust set MACHINE POLICY` does. The user recorded earlier,
-// if any, is kept.
+// operator's `trust set MACHINE POLICY` does. The operator's word is for
+// the machine: the user and key recorded earlier are cleared, and the
+// machine's next connection records its own (this is also how a machine
+// whose key or owner changed is admitted on a server with nobody to ask).
 func (s *Store) Set(machine string, p Policy) (Decision, error) {
 	if err := checkMachine(machine); err != nil {
 		return Decision{}, err
@@ -181,9 +186,6 @@ func (s *Store) Set(machine string, p Policy) (Decision, error) {
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		// A corrupt old record is simply replaced: this is how an
 		// operator repairs it.
-		if old, ok, err := s.get(tx, machine); err == nil && ok {
-			d.User = old.User
-		}
 		return s.put(tx, d)
 	})
 	if err != nil {
@@ -230,16 +232,20 @@ func (s *Store) List() ([]Decision, error) {
 	return out, err
 }
 
-// putIfAbsent stores d unless machine already has a decision, and returns
-// the decision in force. An operator's `trust set` that lands while the
-// first-contact question is open wins over the answer.
-func (s *Store) putIfAbsent(d Decision) (Decision, error) {
+// replace stores d if the machine's decision is still before (nil: there
+// is none), and returns the decision in force. An operator's `trust set`
+// that lands while the first-contact question is open wins over the
+// answer.
+func (s *Store) replace(before *Decision, d Decision) (Decision, error) {
 	stored := d
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		old, ok, err := s.get(tx, d.Machine)
-		if err != nil || ok {
-			stored = old
+		if err != nil {
 			return err
+		}
+		if ok != (before != nil) || (ok && old != *before) {
+			stored = old
+			return nil
 		}
 		return s.put(tx, d)
 	})

@@ -74,14 +74,23 @@ func TestSetGetListForget(t *testing.T) {
 	}
 }
 
-func TestSetKeepsRecordedUser(t *testing.T) {
+// The operator's `trust set` is for the machine: the user and key of the
+// next connection are recorded with it, without a question.
+func TestSetRecordsTheNextContact(t *testing.T) {
 	s := openStore(t, dbPath(t), WithPrompter(Fixed(Allow)))
-	if _, err := s.Decide(t.Context(), identity.Identity{Machine: "buildbox", User: "ana@github"}); err != nil {
+	if _, err := s.DecideKey(t.Context(), identity.Identity{Machine: "buildbox", User: "ana@github"}, "ed25519:old"); err != nil {
 		t.Fatal(err)
 	}
 	d, err := s.Set("buildbox", Steer)
-	if err != nil || d.User != "ana@github" || d.Policy != Steer {
-		t.Errorf("Set = %+v, %v; want the user kept", d, err)
+	if err != nil || d.User != "" || d.Key != "" || d.Policy != Steer {
+		t.Errorf("Set = %+v, %v; want user and key cleared", d, err)
+	}
+	s.prompter = mustNotAsk(t)
+	if p, err := s.DecideKey(t.Context(), identity.Identity{Machine: "buildbox", User: "eve@example"}, "ed25519:new"); p != Steer || err != nil {
+		t.Fatalf("after trust set: %q, %v", p, err)
+	}
+	if d, _, _ := s.Get("buildbox"); d.User != "eve@example" || d.Key != "ed25519:new" || d.Policy != Steer {
+		t.Errorf("recorded %+v", d)
 	}
 }
 
