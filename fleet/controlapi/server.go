@@ -131,27 +131,24 @@ type browserKey struct{}
 // permissions are the guard), the bearer token, or a browser session with
 // its CSRF rules. browser reports the last.
 func (s *Server) authenticate(r *http.Request) (browser bool, err *Error) {
-	if s.token == "" && s.web == nil {
-		return false, nil
-	}
-	if h := r.Header.Get("Authorization"); h != "" || s.web == nil {
-		got, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || s.token == "" || !tokenMatches(got, s.token) {
-			return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
-		}
-		return false, nil
-	}
-	csrf, ok := s.web.Session(r)
-	if !ok {
-		if s.token == "" { // a socket that also mints logins
+	if s.token != "" {
+		if h := r.Header.Get("Authorization"); h != "" || s.web == nil {
+			got, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok || !tokenMatches(got, s.token) {
+				return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token"}
+			}
 			return false, nil
 		}
-		return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token or session cookie (log in with pifleet-server ui)"}
 	}
-	if e := checkBrowser(r, csrf); e != nil {
-		return true, e
+	if s.web != nil {
+		if csrf, ok := s.web.Session(r); ok {
+			return true, checkBrowser(r, csrf)
+		}
 	}
-	return true, nil
+	if s.token == "" {
+		return false, nil // the socket's permissions are the guard
+	}
+	return false, &Error{Code: CodeUnauthorized, Message: "missing or wrong bearer token or session cookie (log in with pifleet-server ui)"}
 }
 
 // Serve serves h on l until ctx is done, then stops: open streams (watch)

@@ -205,6 +205,14 @@ func TestWebLoginsNeedAWebPage(t *testing.T) {
 	if rec.Code != 200 {
 		t.Errorf("socket server mints: %d %s", rec.Code, rec.Body)
 	}
+	// A socket client that sends a bearer anyway is not refused for it.
+	rec = httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/status", nil)
+	req.Header.Set("Authorization", "Bearer whatever")
+	NewServer(newRecordingBackend(), WithWebAuth(NewWebAuth("http://x", ""))).ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("socket server with a page, bearer sent: %d %s", rec.Code, rec.Body)
+	}
 }
 
 func TestTranscriptEndpoint(t *testing.T) {
