@@ -3,9 +3,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +61,7 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 	}
 	agentDir := socketDir(t)
 	e2ekit.CleanupWorkers(t, agentDir)
-	agentAddr := runDetachingAgent(t, agent.Config{
+	agentAddr := runAgent(t, agent.Config{
 		Machine: "box", Listen: "127.0.0.1:0", Pin: trust.Pin{Machine: "box"}, Whois: whois,
 		StateDir: agentDir, SessionsRoot: filepath.Join(ps.AgentDir, "sessions"), Registry: reg,
 		PiCommand: []string{ps.Path}, ShimCommand: []string{os.Args[0], "shim"}, Env: ps.Env,
@@ -73,31 +76,6 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 	}
 	awaitAgentState(t, c, "box", "established")
 	return llmFleet{dir: dir, api: s.API, c: c}
-}
-
-// runDetachingAgent runs an agent until the test ends, then closes it
-// while Run still runs: Close detaches from the workers a test left alive
-// (CleanupWorkers stops them afterwards), which Run alone would wait for.
-func runDetachingAgent(t *testing.T, cfg agent.Config) string {
-	t.Helper()
-	a, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		a.Close()
-		<-done
-	})
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		t.Fatalf("agent: %v", err)
-	}
-	return a.Addr().String()
 }
 
 var (
@@ -127,7 +105,14 @@ func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
 	defer cancel()
 
 	wakes := make(chan controlapi.Wake, 16)
+	progress := make(chan string, 64)
 	client := mcp.NewClient(&mcp.Implementation{Name: "test-orchestrator", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			select {
+			case progress <- req.Params.Message:
+			default:
+			}
+		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			b, _ := json.Marshal(req.Params.Data)
 			var w controlapi.Wake
@@ -187,7 +172,22 @@ func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
 		return out
 	}
 
-	out := must("remote_spawn", map[string]any{"host": "box", "cwd": fl.dir, "bundle": "default"})
+	// A spawn streams its provisioning as MCP progress.
+	sp := &mcp.CallToolParams{Name: "remote_spawn", Arguments: map[string]any{"host": "box", "cwd": fl.dir, "bundle": "default"}}
+	sp.SetProgressToken("spawn-1")
+	res0, err := session.CallTool(ctx, sp)
+	if err != nil || res0.IsError {
+		t.Fatalf("remote_spawn: %v %+v", err, res0)
+	}
+	out := res0.Content[0].(*mcp.TextContent).Text
+	select {
+	case msg := <-progress:
+		if msg != "accepted" && !strings.Contains(msg, "provisioning") {
+			t.Errorf("first progress of a spawn: %q", msg)
+		}
+	case <-ctx.Done(): // notifications may be handled after the answer: wait for one
+		t.Fatal("remote_spawn sent no progress notification")
+	}
 	m := spawnedRE.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("remote_spawn: %s", out)
@@ -536,4 +536,64 @@ func onlySession(t *testing.T, dir string) string {
 		t.Fatalf("session files under %s: %v", dir, files)
 	}
 	return files[0]
+}
+
+// TestMCPOverStreamableHTTP: `pifleet-server mcp --http` serves MCP on
+// loopback to a client that sends the control API's token, and to no other.
+func TestMCPOverStreamableHTTP(t *testing.T) {
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
+	defer cancel()
+	tokenFile := filepath.Join(socketDir(t), "token")
+	addr := closedPort(t)
+	cmd := exec.CommandContext(ctx, os.Args[0], "pifleet-server", "mcp", "--api", fl.api.String(), "--api-token-file", tokenFile, "--http", addr)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "streamable HTTP at http://"+addr+"/mcp") {
+	}
+	go io.Copy(io.Discard, stderr)
+	token, err := controlapi.ReadToken(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := func(tok string) (*mcp.ClientSession, error) {
+		hc := &http.Client{Transport: bearer{token: tok, next: http.DefaultTransport}}
+		return mcp.NewClient(&mcp.Implementation{Name: "http-client"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
+	}
+	if s, err := connect("wrong"); err == nil {
+		s.Close()
+		t.Fatal("a client with the wrong token connected")
+	}
+	session, err := connect(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "fleet_status", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"name": "box"`) {
+		t.Fatalf("fleet_status over HTTP: %v %+v", err, res)
+	}
+}
+
+// bearer adds the Authorization header.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }

@@ -434,45 +434,65 @@ func withQuery(path string, q url.Values) string {
 // subscription, so no change after Watch returned is missed. Cancel ctx or
 // Close the stream to end it.
 func (c *Client) Watch(ctx context.Context) (*Stream, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/watch", nil)
+	es, err := c.openEvents(ctx, "/watch", "watch")
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{es}, nil
+}
+
+// Stream is an open watch.
+type Stream struct{ *eventStream }
+
+// Next returns the next change. It returns io.EOF when the server ended
+// the stream, or the context's error after cancellation.
+func (s *Stream) Next() (Change, error) {
+	var c Change
+	err := s.next(&c)
+	return c, err
+}
+
+// eventStream is an open stream of server-sent events, one JSON value per
+// event (the watch, the wakes).
+type eventStream struct {
+	body io.ReadCloser
+	r    *eventReader
+	what string
+}
+
+// openEvents opens the event stream at path and returns once the server
+// confirmed the subscription with its opening comment.
+func (c *Client) openEvents(ctx context.Context, path, what string) (*eventStream, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != ContentTypeSSE {
 		resp.Body.Close()
-		return nil, fmt.Errorf("controlapi: watch: answer is %q, not an event stream", mt)
+		return nil, fmt.Errorf("controlapi: %s: answer is %q, not an event stream", what, mt)
 	}
-	s := &Stream{body: resp.Body, r: newEventReader(resp.Body)}
-	// The server opens with a comment once subscribed.
-	if err := s.r.awaitOpen(); err != nil {
+	es := &eventStream{body: resp.Body, r: newEventReader(resp.Body), what: what}
+	if err := es.r.awaitOpen(); err != nil {
 		resp.Body.Close()
-		return nil, fmt.Errorf("controlapi: watch: %w", err)
+		return nil, fmt.Errorf("controlapi: %s: %w", what, err)
 	}
-	return s, nil
+	return es, nil
 }
 
-// Stream is an open watch.
-type Stream struct {
-	body io.ReadCloser
-	r    *eventReader
-}
-
-// Next returns the next change. It returns io.EOF when the server ended
-// the stream, or the context's error after cancellation.
-func (s *Stream) Next() (Change, error) {
+// next decodes the next event into v.
+func (s *eventStream) next(v any) error {
 	data, err := s.r.next()
 	if err != nil {
-		return Change{}, err
+		return err
 	}
-	var c Change
-	if err := json.Unmarshal(data, &c); err != nil {
-		return Change{}, fmt.Errorf("controlapi: watch: bad change %.200q: %w", data, err)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("controlapi: %s: bad event %.200q: %w", s.what, data, err)
 	}
-	return c, nil
+	return nil
 }
 
 // Close ends the stream.
-func (s *Stream) Close() error { return s.body.Close() }
+func (s *eventStream) Close() error { return s.body.Close() }
 
 // eventReader reads the data of server-sent events (one JSON per event;
 // multi-line data is joined with "\n" as the SSE specification says).

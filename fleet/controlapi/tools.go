@@ -321,43 +321,22 @@ func (c *Client) Wakes(ctx context.Context, pending bool) (*WakeStream, error) {
 	if pending {
 		path += "?pending=true"
 	}
-	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	es, err := c.openEvents(ctx, path, "wakes")
 	if err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != ContentTypeSSE {
-		resp.Body.Close()
-		return nil, fmt.Errorf("controlapi: wakes: answer is %q, not an event stream", mt)
-	}
-	s := &WakeStream{body: resp.Body, r: newEventReader(resp.Body)}
-	if err := s.r.awaitOpen(); err != nil {
-		resp.Body.Close()
-		return nil, fmt.Errorf("controlapi: wakes: %w", err)
-	}
-	return s, nil
+	return &WakeStream{es}, nil
 }
 
 // WakeStream is an open wake stream.
-type WakeStream struct {
-	body io.ReadCloser
-	r    *eventReader
-}
+type WakeStream struct{ *eventStream }
 
 // Next returns the next wake; io.EOF when the server ended the stream.
 func (s *WakeStream) Next() (Wake, error) {
-	data, err := s.r.next()
-	if err != nil {
-		return Wake{}, err
-	}
 	var w Wake
-	if err := json.Unmarshal(data, &w); err != nil {
-		return Wake{}, fmt.Errorf("controlapi: wakes: bad wake %.200q: %w", data, err)
-	}
-	return w, nil
+	err := s.next(&w)
+	return w, err
 }
-
-// Close ends the stream.
-func (s *WakeStream) Close() error { return s.body.Close() }
 
 // TokenMatches reports, in constant time, whether got is the bearer token
 // want (never for an empty want): for servers that guard other endpoints
