@@ -46,6 +46,8 @@ type Fleet interface {
 	Exec(ctx context.Context, req controlapi.ExecRequest, started func(controlapi.ExecStarted), output func(controlapi.ExecOutput)) (controlapi.ExecResult, error)
 	ExecAbort(ctx context.Context, machine, execID string) error
 	Executions(ctx context.Context, machine string) ([]controlapi.Execution, error)
+
+	Deliver(ctx context.Context, taskID string, req controlapi.DeliverRequest) (controlapi.Delivery, error)
 }
 
 // Bounds of what a tool returns to the model (those of the TypeScript

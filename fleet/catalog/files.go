@@ -18,11 +18,12 @@ func fileTools() []*tool {
 			params: []param{pInstance,
 				{name: "ref", typ: "string", description: "Compare against this git ref (default HEAD)."},
 				{name: "staged", typ: "boolean", description: "The staged changes only."},
-				{name: "stat", typ: "boolean", description: "Only the --stat summary (files and line counts)."}},
+				{name: "stat", typ: "boolean", description: "Only the --stat summary (files and line counts)."},
+				{name: "base", typ: "boolean", description: "For an isolated worker: its whole change against the commit its branch started from, new files included (ref and staged are ignored)."}},
 			description: "Show git diff of a worker's working tree (what it changed), read by its agent. Use it to review a task before accepting it.",
 			run: func(ctx context.Context, c *call) (controlapi.ToolResult, error) {
 				id := c.str("instanceId")
-				res, err := c.f.Diff(ctx, id, controlapi.DiffQuery{Ref: c.str("ref"), Staged: c.boolean("staged", false), Stat: c.boolean("stat", false)})
+				res, err := c.f.Diff(ctx, id, controlapi.DiffQuery{Ref: c.str("ref"), Staged: c.boolean("staged", false), Stat: c.boolean("stat", false), Base: c.boolean("base", false)})
 				if err != nil {
 					return controlapi.ToolResult{}, err
 				}

@@ -76,6 +76,8 @@ func definitions() []*tool {
 				{name: "bundle", typ: "string", description: "The bundle of skills, extensions and tools to provision, e.g. default. Not needed with fromSession."},
 				{name: "fromSession", typ: "string", description: "Start from a session instead: its path, id or name (baseline:<repo>). host, cwd and bundle then default to the session's."},
 				{name: "sessionMode", typ: "string", enum: []string{"clone", "attach"}, description: "With fromSession: clone (default) works on a copy; attach appends to the session itself (never to a baseline)."},
+				{name: "isolate", typ: "boolean", description: "Run the worker in a git worktree of its own on a new branch of cwd's repository, so that parallel workers never touch each other's files; review it with remote_diff base=true and deliver it with remote_accept deliver."},
+				{name: "base", typ: "string", description: "With isolate: the git ref the branch starts from (default HEAD, which must be clean and on a branch)."},
 				pModelProvider, pModelID,
 			},
 			description: "Start a pi coding-agent worker on an agent machine and wait until it is ready (provisioning " +
@@ -146,7 +148,9 @@ func definitions() []*tool {
 		{
 			name: "remote_accept", title: "Accept a task", timeout: 2 * time.Minute,
 			params: append(append([]param{}, pTaskOrInstance...),
-				param{name: "disposition", typ: "string", enum: []string{"stop", "keep_idle"}, def: "stop", description: "stop (default) ends the worker; keep_idle keeps it for more prompts."}),
+				param{name: "disposition", typ: "string", enum: []string{"stop", "keep_idle"}, def: "stop", description: "stop (default) ends the worker; keep_idle keeps it for more prompts."},
+				param{name: "deliver", typ: "string", enum: []string{"none", "branch", "patch", "merge"}, def: "none", description: "For an isolated worker: first commit its work on its branch (branch), also keep it as a patch (patch), or merge it into target (merge). A merge conflict fails the accept and the task stays under review."},
+				param{name: "target", typ: "string", description: "With deliver=merge: the branch to merge into (default: the one the worktree started from)."}),
 			description: "Accept a task that awaits review, once you have verified the work. Give taskId (or the " +
 				"worker's instanceId). A task escalated to a human cannot be accepted with this tool.",
 			run: runAccept,
@@ -432,6 +436,11 @@ func runSpawn(ctx context.Context, c *call) (controlapi.ToolResult, error) {
 	}
 	req := controlapi.SpawnRequest{Agent: c.str("host"), Cwd: c.str("cwd"), Bundle: c.str("bundle"), Model: m,
 		FromSession: c.str("fromSession"), SessionMode: controlapi.SessionMode(c.str("sessionMode"))}
+	if c.boolean("isolate", false) {
+		req.Isolation = &controlapi.Isolation{Base: c.str("base")}
+	} else if c.str("base") != "" {
+		return controlapi.ToolResult{}, badArg("base", "needs isolate")
+	}
 	if req.FromSession == "" {
 		for _, p := range []struct{ name, v string }{{"host", req.Agent}, {"cwd", req.Cwd}, {"bundle", req.Bundle}} {
 			if p.v == "" {
@@ -641,8 +650,23 @@ func runAccept(ctx context.Context, c *call) (controlapi.ToolResult, error) {
 	if d == "" {
 		d = controlapi.DispositionStop
 	}
+	delivered := ""
+	if mode := c.str("deliver"); mode != "" && mode != "none" {
+		dl, err := c.f.Deliver(ctx, t.ID, controlapi.DeliverRequest{Mode: mode, Target: c.str("target")})
+		if err != nil {
+			return controlapi.ToolResult{}, err
+		}
+		delivered = fmt.Sprintf(" Its work is committed on %s (%s)", dl.Branch, shortCommit(dl.Commit))
+		if dl.Mode == "merge" {
+			delivered += " and merged into " + dl.Target
+		}
+		delivered += "."
+	}
 	if err := c.f.Accept(ctx, t.ID, d); err != nil {
 		return controlapi.ToolResult{}, err
+	}
+	if delivered != "" {
+		return text("Accepted task %s.%s Worker %s: %s.", t.ID, delivered, t.InstanceID, d), nil
 	}
 	if d == controlapi.DispositionStop {
 		return text("Accepted task %s; worker %s is stopped.", t.ID, t.InstanceID), nil
@@ -705,4 +729,11 @@ func runUIAnswer(ctx context.Context, c *call) (controlapi.ToolResult, error) {
 		return text("Cancelled dialog %s.", id), nil
 	}
 	return text("Answered dialog %s.", id), nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
 }
