@@ -582,4 +582,13 @@ func TestShowcase(t *testing.T) {
 	if got := b.Calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("backend calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// Log out: the page becomes the login, and the API refuses the old
+	// cookie.
+	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("form.token-form"))); err != nil {
+		t.Fatal(err)
+	}
+	code, err := browsertest.Eval[int](ctx, step, `fetch('/v1/status').then(r => r.status)`)
+	if err != nil || code != 401 {
+		t.Errorf("status after logout: %d (%v), want 401", code, err)
+	}
 }

@@ -282,7 +282,10 @@ function flush() {
         needStatus = true;
         break;
       case "dropped":
+        // The stream lost changes: the status is fetched again, and an
+        // open transcript reloaded from the session.
         needStatus = true;
+        if (view.name === "worker") transcript.load();
         break;
       default:
         needStatus = true;
