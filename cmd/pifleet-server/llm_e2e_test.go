@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -38,7 +39,7 @@ type llmFleet struct {
 	c   *controlapi.Client
 }
 
-func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llmFleet {
+func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy, maxRejects int) llmFleet {
 	t.Helper()
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
@@ -49,7 +50,8 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy) llm
 	}
 	src := source(t, map[string]string{
 		"ext/faux-provider.ts": string(faux),
-		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`,
+		"bundle.json": fmt.Sprintf(`{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":%d}}`,
+			maxRejects),
 	})
 	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
 		t.Fatal(err)
@@ -100,7 +102,7 @@ func TestMCPOrchestratesTheReviewLoop(t *testing.T) {
 }
 
 func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
-	fl := startLLMFleet(t, kind, controlapi.PolicySteer)
+	fl := startLLMFleet(t, kind, controlapi.PolicySteer, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
 	defer cancel()
 
@@ -295,7 +297,7 @@ func testMCPReviewLoop(t *testing.T, kind pitest.Kind) {
 // spawn and look, but a prompt is refused with the policy's code and a
 // hint that says only the user can change it.
 func TestToolsObeyTrust(t *testing.T) {
-	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicyAllow)
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicyAllow, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
 	defer cancel()
 	res, err := fl.c.CallTool(ctx, "remote_spawn", json.RawMessage(`{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`), nil)
@@ -359,7 +361,7 @@ say: orchestration over
 // by the revision's, and accepts with stop. Each task_done wakes it once.
 func TestPiOrchestratesTheReviewLoop(t *testing.T) {
 	pitest.Find(t)
-	fl := startLLMFleet(t, pitest.RealPi, controlapi.PolicySteer)
+	fl := startLLMFleet(t, pitest.RealPi, controlapi.PolicySteer, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
 	defer cancel()
 
@@ -450,7 +452,7 @@ func TestPiOrchestratesTheReviewLoop(t *testing.T) {
 // …", framed as untrusted data) make the model call nothing.
 func TestPiWakesOnceAcrossRestarts(t *testing.T) {
 	pitest.Find(t)
-	fl := startLLMFleet(t, pitest.RealPi, controlapi.PolicySteer)
+	fl := startLLMFleet(t, pitest.RealPi, controlapi.PolicySteer, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
 	defer cancel()
 	ext, err := piextension.Write(t.TempDir())
@@ -541,7 +543,7 @@ func onlySession(t *testing.T, dir string) string {
 // TestMCPOverStreamableHTTP: `pifleet-server mcp --http` serves MCP on
 // loopback to a client that sends the control API's token, and to no other.
 func TestMCPOverStreamableHTTP(t *testing.T) {
-	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer)
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
 	defer cancel()
 	tokenFile := filepath.Join(socketDir(t), "token")
@@ -596,4 +598,62 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// TestEscalationWakesAndWaitsForAHuman: a task rejected more often than its
+// bundle allows wakes the orchestrator once more, as an escalation; the
+// tools then refuse to decide it, and the human's verdict (the CLI) does.
+func TestEscalationWakesAndWaitsForAHuman(t *testing.T) {
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
+	defer cancel()
+	wakes, err := fl.c.Wakes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wakes.Close()
+	call := func(name, args string) (controlapi.ToolResult, error) {
+		return fl.c.CallTool(ctx, name, json.RawMessage(args), nil)
+	}
+	res, err := call("remote_spawn", `{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Details["instanceId"]
+	if res, err = call("remote_prompt", `{"instanceId":"`+id+`","text":"say: try","wait":false}`); err != nil {
+		t.Fatal(err)
+	}
+	task := res.Details["taskId"]
+	next := func() controlapi.Wake {
+		t.Helper()
+		w, err := wakes.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if w := next(); w.Kind != controlapi.WakeTaskDone || w.TaskID != task {
+		t.Fatalf("first wake: %+v", w)
+	}
+	if _, err := call("remote_reject", `{"taskId":"`+task+`","feedback":"say: again"}`); err != nil {
+		t.Fatal(err)
+	}
+	if w := next(); w.Kind != controlapi.WakeTaskDone {
+		t.Fatalf("second wake: %+v", w)
+	}
+	res, err = call("remote_reject", `{"taskId":"`+task+`","feedback":"say: once more"}`)
+	if err != nil || !strings.Contains(res.Text, "escalated") {
+		t.Fatalf("the rejection over the limit: %v %q", err, res.Text)
+	}
+	if w := next(); w.Kind != controlapi.WakeEscalated || w.TaskID != task || !strings.Contains(w.Text, "waits for a human") {
+		t.Fatalf("escalation wake: %+v", w)
+	}
+	_, err = call("remote_accept", `{"taskId":"`+task+`"}`)
+	var e *controlapi.Error
+	if !errors.As(err, &e) || e.Code != controlapi.CodeInvalidState || !strings.Contains(e.Hint, "pifleet-server accept "+task) {
+		t.Fatalf("the model accepting an escalated task: %v", err)
+	}
+	if status, out, errOut := runCLI(t, "accept", "--api="+fl.api.String(), "--disposition=stop", task); status != 0 {
+		t.Fatalf("the human's accept: %d %s %s", status, out, errOut)
+	}
 }
