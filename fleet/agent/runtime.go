@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -132,13 +133,30 @@ func (in *instance) restart(ctx context.Context, res *cache.Result, tools []stri
 	done := in.pumpDone
 	in.mu.Unlock()
 	err := w.Restart(ctx, next)
-	if err != nil {
+	var re *worker.RestartError
+	if errors.As(err, &re) && !re.Restored {
+		// Neither the new spec nor the previous one starts: the worker
+		// has exited, its open task ends aborted.
 		<-done // the failed worker's stream has ended
-		return in.recover(ctx, spec, path, err)
+		in.mu.Lock()
+		in.restarting = false
+		in.mu.Unlock()
+		in.log.Error().Err(err).Msg("the worker could not be brought back on its previous bundle")
+		in.exited(w, &worker.Exit{Code: -1, StderrTail: err.Error()})
+		return err
 	}
 	in.mu.Lock()
 	in.restarting = false
 	in.mu.Unlock()
+	if err != nil {
+		// Restored (or never stopped): the worker runs bundle A as
+		// before, on its session, with the same event stream.
+		in.mu.Lock()
+		in.pid = w.Snapshot().Pid
+		in.mu.Unlock()
+		a.persistWorker(in.id, w)
+		return err
+	}
 	snap := w.Snapshot()
 	in.mu.Lock()
 	in.spec, in.res, in.bundle, in.bundleHash, in.tools = next, res, bundleName, res.BundleHash, tools
@@ -211,36 +229,4 @@ func (in *instance) applyPin(pin bool) transport.ModelRef {
 // jsonObject encodes v as a raw JSON command.
 func jsonObject(v map[string]any) (json.RawMessage, error) {
 	return json.Marshal(v)
-}
-
-// recover brings a worker whose restart failed back on its previous spec
-// (bundle A, its tools) and session: the rebundle state machine's
-// "unchanged" outcome. When even that fails, the instance has exited and
-// its open task ends aborted.
-func (in *instance) recover(ctx context.Context, prev worker.Spec, path string, cause error) error {
-	spec := prev
-	spec.Command = onSession(prev.Command, path)
-	w, err := worker.Start(ctx, spec)
-	in.mu.Lock()
-	in.restarting = false
-	in.mu.Unlock()
-	if err != nil {
-		in.log.Error().Err(err).Msg("could not bring the worker back on its previous bundle")
-		in.exited(in.worker(), &worker.Exit{Code: -1, StderrTail: err.Error()})
-		return fmt.Errorf("%w; restoring the previous bundle failed too: %v", cause, err)
-	}
-	in.attach(w)
-	in.a.persistWorker(in.id, w)
-	in.a.saveSpec(in.id, spec, in.tools)
-	return cause
-}
-
-// onSession returns a command line built by Agent.command with its session
-// flags (always last) replaced by --session path.
-func onSession(command []string, path string) []string {
-	out := slices.Clone(command)
-	if n := len(out); n >= 2 && (out[n-2] == "--session" || out[n-2] == "--session-dir") {
-		out = out[:n-2]
-	}
-	return append(out, "--session", path)
 }

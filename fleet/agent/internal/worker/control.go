@@ -228,7 +228,11 @@ func (w *Worker) stop(ctx context.Context) (forced bool, err error) {
 // same session file (--session <file> replaces the command's own session
 // flags), under a new shim: same instance id, history kept, new resources.
 // Budget totals carry over. The old process's exit is not reported; the
-// event seqs keep increasing.
+// event seqs keep increasing. When spec does not start, the previous spec
+// is started again on the session: Restart then returns a *RestartError
+// with Restored set, and the worker runs as before. When that fails too
+// (RestartError without Restored), the worker has exited: its Exit event
+// follows.
 func (w *Worker) Restart(ctx context.Context, spec Spec) error {
 	spec.InstanceID = w.spec.InstanceID
 	if spec.StateDir == "" {
@@ -261,17 +265,33 @@ func (w *Worker) Restart(ctx context.Context, spec Spec) error {
 		return fmt.Errorf("worker %s: restart: %w", spec.InstanceID, err)
 	}
 	w.mu.Lock()
-	old := w.gen
-	base := old.base + old.exitSeq
-	if old.last > base {
-		base = old.last
-	}
+	prev := w.spec
+	base := w.nextBaseLocked()
 	spec.Log = w.spec.Log
 	w.spec = spec
 	w.budget.limit = spec.Budget
 	w.mu.Unlock()
 
 	err := w.launch(ctx, withSession(spec.Command, path), base)
+	if err != nil && ctx.Err() == nil {
+		// The new spec does not start (an extension that throws at load, a
+		// flag pi refuses): the previous one comes back on the same
+		// session, so that a failed restart leaves the worker as it was.
+		w.log.Warn().Err(err).Msg("the restarted worker did not start; starting the previous spec again")
+		w.mu.Lock()
+		base = w.nextBaseLocked()
+		w.spec = prev
+		w.budget.limit = prev.Budget
+		w.mu.Unlock()
+		rerr := w.launch(ctx, withSession(prev.Command, path), base)
+		if rerr == nil {
+			w.mu.Lock()
+			w.restarting = false
+			w.mu.Unlock()
+			return &RestartError{InstanceID: spec.InstanceID, Err: err, Restored: true}
+		}
+		err = fmt.Errorf("%w; the previous spec did not start again either: %w", err, rerr)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.restarting = false
@@ -283,11 +303,22 @@ func (w *Worker) Restart(ctx context.Context, spec Spec) error {
 		}
 		w.fireLocked(OnExited)
 		w.endLocked()
-		w.emitLocked(nil, 0, Event{Seq: base + 1, Kind: KindExit, Exit: x})
+		w.emitLocked(nil, 0, Event{Seq: w.nextBaseLocked() + 1, Kind: KindExit, Exit: x})
 		w.closeQueueLocked()
-		return fmt.Errorf("worker %s: restart: %w", spec.InstanceID, err)
+		return &RestartError{InstanceID: spec.InstanceID, Err: err}
 	}
 	return nil
+}
+
+// nextBaseLocked is the seq base of the next generation: past every seq
+// the current one produced, so that seqs keep increasing.
+func (w *Worker) nextBaseLocked() uint64 {
+	g := w.gen
+	base := g.base + g.exitSeq
+	if g.last > base {
+		base = g.last
+	}
+	return base
 }
 
 // withSession returns command with its session flags replaced by

@@ -45,3 +45,21 @@ type StartError struct {
 func (e *StartError) Error() string {
 	return fmt.Sprintf("worker: exited before it was ready (code %d, signal %q): %s", e.Exit.Code, e.Exit.Signal, e.Exit.StderrTail)
 }
+
+// RestartError reports a Restart whose new spec did not start. Restored
+// tells whether the worker runs again on its previous spec (same session,
+// same event stream); when not, it has exited.
+type RestartError struct {
+	InstanceID string
+	Err        error
+	Restored   bool
+}
+
+func (e *RestartError) Error() string {
+	if e.Restored {
+		return fmt.Sprintf("worker %s: restart: %v (running again as before)", e.InstanceID, e.Err)
+	}
+	return fmt.Sprintf("worker %s: restart: %v", e.InstanceID, e.Err)
+}
+
+func (e *RestartError) Unwrap() error { return e.Err }

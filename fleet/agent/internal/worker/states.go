@@ -24,7 +24,9 @@ const (
 	OnExited LifecycleEvent = "exited"
 	// OnStoppedExit: the process ended after Stop.
 	OnStoppedExit LifecycleEvent = "stoppedExit"
-	// OnRestartExit: the process ended for a Restart; the next one starts.
+	// OnRestartExit: the process ended for a Restart, or the restarted one
+	// died before it was ready; the next one starts (the previous spec,
+	// after a start that failed).
 	OnRestartExit LifecycleEvent = "restartExit"
 	// OnShimLost: the shim vanished without reporting an exit.
 	OnShimLost LifecycleEvent = "shimLost"
@@ -45,7 +47,7 @@ var WorkerTable = fsmkit.MustTable(fsmkit.Spec[State, LifecycleEvent]{
 		{Event: OnStop, Src: []State{StateIdle, StateRunning}, Dst: StateStopping},
 		{Event: OnExited, Src: []State{StateStarting, StateIdle, StateRunning}, Dst: StateExited},
 		{Event: OnStoppedExit, Src: []State{StateStopping}, Dst: StateStopped},
-		{Event: OnRestartExit, Src: []State{StateStopping}, Dst: StateStarting},
+		{Event: OnRestartExit, Src: []State{StateStopping, StateStarting}, Dst: StateStarting},
 		{Event: OnShimLost, Src: []State{StateStarting, StateIdle, StateRunning, StateStopping}, Dst: StateLost},
 	},
 })

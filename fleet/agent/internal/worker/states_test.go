@@ -10,9 +10,10 @@ func TestWorkerTableMatrix(t *testing.T) {
 	// Written from the lifecycle the package documents, not from the table.
 	fsmtest.Matrix(t, WorkerTable, map[State]map[LifecycleEvent]State{
 		StateStarting: {
-			OnReady:    StateIdle,
-			OnExited:   StateExited,
-			OnShimLost: StateLost,
+			OnReady:       StateIdle,
+			OnExited:      StateExited,
+			OnShimLost:    StateLost,
+			OnRestartExit: StateStarting,
 		},
 		StateIdle: {
 			OnRunStarted: StateRunning,

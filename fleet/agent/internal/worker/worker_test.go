@@ -390,6 +390,49 @@ func TestRestartKeepsHistory(t *testing.T) {
 	})
 }
 
+// A Restart whose new command dies before it is ready brings the previous
+// one back on the same session: *RestartError with Restored, no exit
+// reported, the seqs still increasing, the history kept.
+func TestRestartThatCannotStartRestoresThePrevious(t *testing.T) {
+	forKinds(t, func(t *testing.T, kind pitest.Kind) {
+		spec := piSpec(t, kind, pitest.Options{})
+		w := start(t, spec)
+		s := newStream(t, w)
+		prompt(t, w, "p1", "say: remember the walrus")
+		s.until(settled)
+		before := w.Snapshot()
+		lastSeq := s.seen[len(s.seen)-1].Seq
+
+		broken := spec
+		broken.Command = []string{"/bin/sh", "-c", "echo this worker cannot start >&2; exit 3"}
+		err := w.Restart(t.Context(), broken)
+		var re *RestartError
+		if !errors.As(err, &re) || !re.Restored || !strings.Contains(err.Error(), "cannot start") {
+			t.Fatalf("Restart = %v, want a restored *RestartError naming the failure", err)
+		}
+		after := w.Snapshot()
+		if after.SessionPath != before.SessionPath || after.State != StateIdle {
+			t.Errorf("after the failed Restart %+v, before %+v: want the same session, idle", after, before)
+		}
+		send(t, w, map[string]any{"id": "m1", "type": "get_messages"})
+		evs := s.until(responseTo("m1"))
+		if !strings.Contains(string(evs[len(evs)-1].Raw), "remember the walrus") {
+			t.Errorf("get_messages after the failed Restart lost the history: %s", evs[len(evs)-1].Raw)
+		}
+		if n := count(evs, isKind(KindExit)); n != 0 {
+			t.Errorf("the failed Restart reported %d exits", n)
+		}
+		if evs[0].Seq <= lastSeq {
+			t.Errorf("seq went back from %d to %d across the failed Restart", lastSeq, evs[0].Seq)
+		}
+		prompt(t, w, "p2", "say: still here")
+		if got := s.until(settled); got[len(got)-1].Settled.LastAssistantText != "still here" {
+			t.Errorf("run after the failed Restart settled with %+v", got[len(got)-1].Settled)
+		}
+		stopAndDrain(t, w, s)
+	})
+}
+
 func TestAdoptAfterDetach(t *testing.T) {
 	forKinds(t, func(t *testing.T, kind pitest.Kind) {
 		spec := piSpec(t, kind, pitest.Options{Env: []string{"PIFLEET_FAUX_DELAY_MS=20"}})
