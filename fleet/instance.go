@@ -29,7 +29,7 @@ type instance struct {
 	autoAnswer []bundle.AutoAnswer
 	// budget is what bounds each run of the worker: the spawn's, else
 	// its bundle's (nil: unbounded).
-	budget *bundle.Budget
+	budget     *bundle.Budget
 	onProgress func(SpawnProgress)
 
 	run        *Run
