@@ -293,7 +293,15 @@ func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
 	if err != nil {
 		return f.handshakeFailed(a, c, &trust.RefusedError{Remote: remote, Identity: id, Err: err})
 	}
-	f.greet(c, hello, auth.ServerDialed)
+	if t, ok := f.greet(c, hello, auth.ServerDialed); ok {
+		// A pifleet agent answers our proof with its own once it accepted
+		// it: until then it is not connected (it may refuse our key).
+		_, more, err := f.awaitAgentProof(hctx, c, t)
+		if err != nil {
+			return f.handshakeFailed(a, c, fmt.Errorf("fleet: agent %s did not accept the server's key proof: %w", name, err))
+		}
+		early = append(early, more...)
+	}
 	return f.establish(a, c, addr, hello, early, id, policy)
 }
 

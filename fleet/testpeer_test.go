@@ -133,9 +133,10 @@ func (p *testAgentPeer) dialIn(addr string) {
 
 func (p *testAgentPeer) serve(nc net.Conn) { p.serveAs(nc, false) }
 
-// serveAs speaks as the agent on nc; dialed says that the peer dialled
-// (it then proves its key when the server's hello asks, as a real agent
-// that dials in does).
+// serveAs speaks as the agent on nc; dialed says that the peer dialled.
+// It proves its key when the server's hello asks, as a real agent does
+// (it does not check the server's proof: the agent's tests do that), as
+// one behind a proxy.
 func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 	{
 		var c *transport.Conn
@@ -143,11 +144,15 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		challenge := auth.NewChallenge()
 		c = transport.NewConn(nc, transport.Options{Handler: func(fr transport.Frame) {
 			<-ready
-			if h, ok := fr.(*transport.HelloFrame); ok && dialed && h.Role == transport.RoleServer {
+			if h, ok := fr.(*transport.HelloFrame); ok && h.Role == transport.RoleServer {
 				if sc, err := auth.ParseChallenge(h.Challenge); err == nil {
-					dialer, acceptor := auth.Endpoints(nc, true)
-					t := auth.Transcript{Direction: auth.AgentDialed, AgentMachine: p.machine, AgentChallenge: challenge,
-						ServerChallenge: sc, Dialer: dialer, Acceptor: acceptor}
+					dir := auth.ServerDialed
+					if dialed {
+						dir = auth.AgentDialed
+					}
+					dialer, acceptor := auth.Endpoints(nc, dialed)
+					t := auth.Transcript{Direction: dir, AgentMachine: p.machine, AgentChallenge: challenge,
+						ServerChallenge: sc, Dialer: dialer, Acceptor: acceptor, Proxied: true}
 					p.send(c, &transport.AuthProofFrame{KeyProof: auth.Sign(p.key, transport.RoleAgent, t)})
 				}
 			}
@@ -158,7 +163,8 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 			caps = append(caps, transport.CapabilityPifleet)
 		}
 		_ = c.TrySend(&transport.HelloFrame{Machine: p.machine, Role: transport.RoleAgent, PackageVersion: "test",
-			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge)})
+			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge),
+			Proxied: true}) // tests put netfault proxies in front of it
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
 		p.mu.Unlock()

@@ -55,6 +55,8 @@ func TestMain(m *testing.M) {
 			os.Exit(misbehave(false))
 		case "crasher":
 			os.Exit(misbehave(true))
+		case "intruder":
+			os.Exit(intrude(os.Args[2]))
 		}
 	}
 	if os.Getenv("GORACE") == "" {
