@@ -5,7 +5,7 @@
 // pifleet-server serves it on its control API (GET /v1/tools, POST
 // /v1/tools/{name}, GET /v1/wakes; see controlapi.WithTools), and both
 // `pifleet-server mcp` (an MCP server) and the pi extension
-// (pi-extension/pifleet.ts) are thin clients of those endpoints, so they
+// (piextension/pifleet.ts) are thin clients of those endpoints, so they
 // offer the very same tools and cannot drift apart.
 //
 // The tools carry the names of the TypeScript pi-fleet's where they do the
