@@ -403,7 +403,7 @@ func TestSurvival_GoneTakesLostRule(t *testing.T) {
 		advance(cfg.MinRetryInterval) // failed at .1, connected at .2
 		s := r.mustStatus("a", StateConnected)
 		r.dir.setConnected("a", false) // silently
-		advance(s.NextDial.Sub(time.Now()))
+		advance(time.Until(s.NextDial))
 
 		got := r.dials("a")
 		if len(got) != 3 || got[2].addr != "10.0.0.1:9788" || !got[2].at.Equal(s.NextDial) {

@@ -26,7 +26,7 @@ func TestFix_LoopWakesAtNextDueTime(t *testing.T) {
 		for range 5 {
 			advance(10 * time.Millisecond) // the dial fails
 			s := r.mustStatus("a", StateNeedsDial)
-			advance(s.NextDial.Sub(time.Now()))
+			advance(time.Until(s.NextDial))
 			got := r.dials("a")
 			if last := got[len(got)-1]; !last.at.Equal(s.NextDial) {
 				t.Fatalf("dial %d at %v, due at %v", len(got), last.at, s.NextDial)

@@ -486,7 +486,30 @@ func nextFrame[T transport.Frame](t *testing.T, p *testAgentPeer) T {
 	}
 }
 
-// drainFrames returns the frames received so far.
+// framesThrough waits for the next frame of type T and returns it with
+// every frame received before it: for a frame sent without an answer to
+// wait for (a keep_idle task_accept), which drainFrames may miss.
+func framesThrough[T transport.Frame](t *testing.T, p *testAgentPeer) ([]transport.Frame, T) {
+	t.Helper()
+	var before []transport.Frame
+	for {
+		select {
+		case fr := <-p.frames:
+			if v, ok := fr.(T); ok {
+				return before, v
+			}
+			before = append(before, fr)
+		case <-t.Context().Done():
+			var zero T
+			t.Fatalf("no %T frame", zero)
+			return before, zero
+		}
+	}
+}
+
+// drainFrames returns the frames received so far. It does not wait: use it
+// to check that a frame was not sent (after a request whose answer orders
+// it), and nextFrame or framesThrough to see one that was.
 func drainFrames(p *testAgentPeer) []transport.Frame {
 	var out []transport.Frame
 	for {

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"fmt"
+	"go.uber.org/goleak"
 	"os"
 	"testing"
 
@@ -19,5 +21,10 @@ func TestMain(m *testing.M) {
 				Reason: "TestCatchUp: a second CaughtUp is refused"},
 		},
 	})
-	os.Exit(trace.Check(m.Run()))
+	code := trace.Check(m.Run())
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintf(os.Stderr, "goroutines outlived the tests: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
 }

@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/mattn/go-isatty"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/cli"
 )
 
 // APIFlags find the running server. Every client command embeds them.
@@ -87,6 +91,35 @@ func (f *APIFlags) withClient(fn func(ctx context.Context, cl *controlapi.Client
 	defer cancel()
 	return fn(ctx, cl)
 }
+
+// TimeoutFlag is --timeout of the commands that wait (prompt --wait,
+// spawn, resume, baseline create, logs -f).
+type TimeoutFlag struct {
+	Timeout time.Duration `help:"Stop waiting after this long, e.g. 90s or 10m (0: as long as it takes). What the server started goes on; status shows it." env:"PIFLEET_TIMEOUT"`
+}
+
+// withClientWithin is withClient with fn's context bounded by timeout (0:
+// unbounded); running out of it is reported as giving up on what.
+func (f *APIFlags) withClientWithin(timeout time.Duration, what string, fn func(ctx context.Context, cl *controlapi.Client) error) error {
+	if timeout < 0 {
+		return cli.Usagef("--timeout %s is negative", timeout)
+	}
+	return f.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, timeout, errGaveUp)
+			defer cancel()
+		}
+		err := fn(ctx, cl)
+		if err != nil && errors.Is(context.Cause(ctx), errGaveUp) {
+			return fmt.Errorf("gave up waiting for %s after %s (--timeout); it goes on on the server: see status", what, timeout)
+		}
+		return err
+	})
+}
+
+// errGaveUp is the cause of a context that --timeout ended.
+var errGaveUp = errors.New("--timeout passed")
 
 func background() (context.Context, context.CancelFunc) {
 	return signalContext()

@@ -67,7 +67,11 @@ func (b *scriptedBackend) Spawn(_ context.Context, req controlapi.SpawnRequest, 
 	return controlapi.SpawnResult{InstanceID: "i-7", TraceID: "tr-7"}, nil
 }
 
-func (b *scriptedBackend) Prompt(_ context.Context, id string, req controlapi.PromptRequest) (controlapi.PromptResult, error) {
+func (b *scriptedBackend) Prompt(ctx context.Context, id string, req controlapi.PromptRequest) (controlapi.PromptResult, error) {
+	if req.Text == "never settles" {
+		<-ctx.Done() // the client gave up
+		return controlapi.PromptResult{}, ctx.Err()
+	}
 	res := controlapi.PromptResult{}
 	if req.Task {
 		res.TaskID = "t-3"

@@ -90,3 +90,25 @@ func TestClientCommandsFollowPifleetStateDir(t *testing.T) {
 		t.Errorf("status with PIFLEET_STATE_DIR=%s: %d %s", dir, status, errOut)
 	}
 }
+
+// --timeout bounds a wait, and says it gave up rather than failing
+// obscurely; a command line that cannot work exits 2.
+func TestTimeoutAndUsageErrors(t *testing.T) {
+	api := apiServer(t, &scriptedBackend{})
+	status, _, errOut := runCLI(t, "prompt", "--wait", "--timeout=50ms", "i-1", "never settles", api)
+	if status != 1 || !strings.Contains(errOut, "gave up waiting for the worker after 50ms") {
+		t.Errorf("prompt --wait --timeout: %d %q", status, errOut)
+	}
+	for _, args := range [][]string{
+		{"spawn", "--agent=a"},
+		{"spawn", "--attach", "--agent=a", "--cwd=/", "--bundle=b"},
+		{"prompt", "i-1"},
+		{"prompt", "--timeout=-1s", "--wait", "i-1", "x"},
+		{"teleport"},
+	} {
+		status, out, errOut := runCLI(t, append(args, api)...)
+		if status != 2 || out != "" || strings.Count(errOut, "\n") != 2 || !strings.Contains(errOut, "--help' for usage.") {
+			t.Errorf("%v: status %d, stdout %q, stderr %q", args, status, out, errOut)
+		}
+	}
+}

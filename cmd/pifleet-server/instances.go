@@ -13,14 +13,16 @@ import (
 	"github.com/alecthomas/kong"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/cli"
 	"example.com/pifleet/internal/eventtext"
 	"example.com/pifleet/internal/termsafe"
 )
 
 // SpawnCmd is `spawn`.
 type SpawnCmd struct {
-	APIFlags `embed:""`
-	JSONFlag `embed:""`
+	APIFlags    `embed:""`
+	TimeoutFlag `embed:""`
+	JSONFlag    `embed:""`
 
 	Agent       string            `help:"Agent to spawn on (its directory name); with --from-session, the session's by default." env:"PIFLEET_SPAWN_AGENT"`
 	Cwd         string            `help:"Working directory of the worker, on the agent's machine; with --from-session, the session's by default." env:"PIFLEET_SPAWN_CWD"`
@@ -41,11 +43,11 @@ func (c *SpawnCmd) request() (controlapi.SpawnRequest, error) {
 	req := controlapi.SpawnRequest{Agent: c.Agent, Cwd: c.Cwd, Bundle: c.Bundle, PinnedHash: c.Pin, FromSession: c.FromSession, Env: c.Env}
 	switch {
 	case c.Attach && c.FromSession == "":
-		return req, errors.New("--attach needs --from-session")
+		return req, cli.Usagef("--attach needs --from-session")
 	case c.Attach:
 		req.SessionMode = controlapi.SessionAttach
 	case c.FromSession == "" && (c.Agent == "" || c.Cwd == "" || c.Bundle == ""):
-		return req, errors.New("spawn needs --agent, --cwd and --bundle (or --from-session)")
+		return req, cli.Usagef("spawn needs --agent, --cwd and --bundle (or --from-session)")
 	}
 	if (c.Branch != "" || c.Base != "") && !c.Isolate {
 		return req, errors.New("--branch and --base need --isolate")
@@ -69,7 +71,7 @@ func (c *SpawnCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+	return c.withClientWithin(c.Timeout, "the spawn", func(ctx context.Context, cl *controlapi.Client) error {
 		pr := newProgressPrinter(out, c.Progress)
 		res, err := cl.Spawn(ctx, req, pr.print)
 		pr.done()
@@ -151,8 +153,9 @@ func bytesOf(n int64) string {
 
 // PromptCmd is `prompt`.
 type PromptCmd struct {
-	APIFlags `embed:""`
-	JSONFlag `embed:""`
+	APIFlags    `embed:""`
+	TimeoutFlag `embed:""`
+	JSONFlag    `embed:""`
 
 	Wait     bool   `help:"Wait until the worker settled and print its final message." env:"PIFLEET_WAIT"`
 	Task     bool   `help:"Send it as a tracked task (reviewed with accept or reject); prints the task id." env:"PIFLEET_TASK"`
@@ -166,7 +169,7 @@ func (c *PromptCmd) Run(out *Output) error {
 	if err != nil {
 		return err
 	}
-	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+	return c.withClientWithin(c.Timeout, "the worker", func(ctx context.Context, cl *controlapi.Client) error {
 		res, err := cl.Prompt(ctx, c.Instance, controlapi.PromptRequest{Text: text, Wait: c.Wait, Task: c.Task})
 		if err != nil {
 			return err
@@ -298,16 +301,17 @@ func writeTranscript(w io.Writer, events []json.RawMessage) {
 
 // LogsCmd is `logs`.
 type LogsCmd struct {
-	APIFlags `embed:""`
-	Follow   bool   `help:"Keep printing the worker's transcript as it works, until it stops or you interrupt." short:"f" env:"PIFLEET_LOGS_FOLLOW"`
-	JSON     bool   `help:"Print the worker's events as JSON lines, verbatim." env:"PIFLEET_JSON"`
-	Instance string `arg:"" help:"Instance id."`
+	APIFlags    `embed:""`
+	TimeoutFlag `embed:""`
+	Follow      bool   `help:"Keep printing the worker's transcript as it works, until it stops or you interrupt." short:"f" env:"PIFLEET_LOGS_FOLLOW"`
+	JSON        bool   `help:"Print the worker's events as JSON lines, verbatim." env:"PIFLEET_JSON"`
+	Instance    string `arg:"" help:"Instance id."`
 }
 
 // Run prints the worker's recent transcript and, with --follow, what comes
 // next.
 func (c *LogsCmd) Run(out *Output) error {
-	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+	return c.withClientWithin(c.Timeout, "the worker", func(ctx context.Context, cl *controlapi.Client) error {
 		// Subscribe before reading the tail, so that nothing falls between
 		// the two (an event in both is printed twice at worst).
 		var s *controlapi.Stream

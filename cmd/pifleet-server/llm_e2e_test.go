@@ -1,5 +1,7 @@
 //go:build unix
 
+//lint:file-ignore SA1019 the MCP server sends notifications through MCP logging on purpose; this test reads them.
+
 package main
 
 import (

@@ -179,8 +179,9 @@ type BaselineCmd struct {
 
 // BaselineCreateCmd is `baseline create`.
 type BaselineCreateCmd struct {
-	APIFlags `embed:""`
-	JSONFlag `embed:""`
+	APIFlags    `embed:""`
+	TimeoutFlag `embed:""`
+	JSONFlag    `embed:""`
 
 	Agent          string        `help:"Agent whose machine holds the repository." required:"" env:"PIFLEET_BASELINE_AGENT"`
 	Cwd            string        `help:"The repository's directory on the agent's machine." required:"" env:"PIFLEET_BASELINE_CWD"`
@@ -214,7 +215,7 @@ func (c *BaselineCreateCmd) Run(out *Output) error {
 	if c.SettleTimeout < 0 || c.CompactTimeout < 0 {
 		return errors.New("baseline timeouts cannot be negative")
 	}
-	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+	return c.withClientWithin(c.Timeout, "the baseline", func(ctx context.Context, cl *controlapi.Client) error {
 		b, err := cl.CreateBaseline(ctx, req)
 		if err != nil {
 			return err
@@ -237,8 +238,9 @@ func (c *BaselineCreateCmd) Run(out *Output) error {
 
 // ResumeCmd is `resume`.
 type ResumeCmd struct {
-	APIFlags `embed:""`
-	JSONFlag `embed:""`
+	APIFlags    `embed:""`
+	TimeoutFlag `embed:""`
+	JSONFlag    `embed:""`
 
 	Attach   bool              `help:"Append to the session itself instead of a copy (refused for a pinned baseline, and while another worker writes it)." env:"PIFLEET_RESUME_ATTACH"`
 	Bundle   string            `help:"Bundle of the worker (default: the one the session's record names)." env:"PIFLEET_RESUME_BUNDLE"`
@@ -262,7 +264,7 @@ func (c *ResumeCmd) Run(out *Output) error {
 		}
 		req.Model = &m
 	}
-	return c.withClient(func(ctx context.Context, cl *controlapi.Client) error {
+	return c.withClientWithin(c.Timeout, "the worker to start", func(ctx context.Context, cl *controlapi.Client) error {
 		pr := newProgressPrinter(out, c.Progress)
 		res, err := cl.Resume(ctx, req, pr.print)
 		pr.done()

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"net"
 	"os"
@@ -65,7 +66,12 @@ func TestMain(m *testing.M) {
 	// The worker table's coverage is checked in its own package; here,
 	// only that no event is dropped silently.
 	trace := fsmtest.StartTrace(fsmtest.Checks{})
-	os.Exit(trace.Check(m.Run()))
+	code := trace.Check(m.Run())
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintf(os.Stderr, "goroutines outlived the tests: %v\n", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // misbehave answers get_state like pi and otherwise ignores abort, stdin

@@ -61,7 +61,9 @@ const EnvPi = "PIFLEET_PI"
 // SkipMessage is the reason a real-pi test is skipped.
 const SkipMessage = "real pi not found: set PIFLEET_PI or run .ci/run"
 
-// Find returns the real pi's path from PIFLEET_PI, or skips the test.
+// Find returns the real pi's path from PIFLEET_PI, or skips the test when
+// it is unset. PIFLEET_PI naming a file that is not there fails the test:
+// whoever set it meant the real pi to be tested.
 func Find(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(EnvPi)
@@ -69,9 +71,28 @@ func Find(t testing.TB) string {
 		t.Skip(SkipMessage)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s (PIFLEET_PI=%s: %v)", SkipMessage, p, err)
+		t.Fatalf("PIFLEET_PI=%s: %v (unset it to skip the real-pi tests)", p, err)
 	}
 	return p
+}
+
+// SkipNotice is the line AnnounceSkips prints.
+const SkipNotice = "pifleet: PIFLEET_PI is not set, so the tests against the real pi were skipped (set it to pi 0.73.1's binary, or run .ci/run)"
+
+// AnnounceSkips tells the person running the tests, once, that the real-pi
+// tests are skipped: go test shows nothing of a passing package, so the
+// line goes to the terminal (/dev/tty) when there is one. It does nothing
+// when PIFLEET_PI is set or no terminal can be opened (CI).
+func AnnounceSkips() {
+	if os.Getenv(EnvPi) != "" {
+		return
+	}
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	defer tty.Close()
+	_, _ = tty.WriteString(SkipNotice + "\n")
 }
 
 // RepoRoot returns the module's root directory (where go.mod is).

@@ -2,32 +2,74 @@ package pitest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestFindSkipsWithoutPi(t *testing.T) {
 	t.Setenv(EnvPi, "")
-	var sub *testing.T
-	t.Run("needs pi", func(t *testing.T) {
-		sub = t
-		Find(t)
-		t.Error("Find did not skip")
-	})
-	if !sub.Skipped() {
-		t.Fatal("the test was not skipped")
+	if got := runFind(t); !got.skipped || got.failed {
+		t.Errorf("without PIFLEET_PI: %+v, want a skip", got)
 	}
 	t.Setenv(EnvPi, filepath.Join(t.TempDir(), "no-such-pi"))
-	t.Run("missing file", func(t *testing.T) {
-		sub = t
-		Find(t)
-	})
-	if !sub.Skipped() {
-		t.Fatal("a PIFLEET_PI naming no file was not skipped")
+	if got := runFind(t); !got.failed || got.skipped || !strings.Contains(got.msg, "no-such-pi") {
+		t.Errorf("PIFLEET_PI naming no file: %+v, want a failure naming it", got)
 	}
+	pi := filepath.Join(t.TempDir(), "pi")
+	if err := os.WriteFile(pi, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvPi, pi)
+	if got := runFind(t); got.failed || got.skipped || got.path != pi {
+		t.Errorf("PIFLEET_PI naming a file: %+v", got)
+	}
+}
+
+// findOutcome is what Find did to a test.
+type findOutcome struct {
+	failed, skipped bool
+	msg, path       string
+}
+
+// recordingTB stands in for a test so that Find's skip or failure can be
+// observed without ending this test.
+type recordingTB struct {
+	testing.TB
+	out *findOutcome
+}
+
+func (r recordingTB) Helper() {}
+func (r recordingTB) Skip(args ...any) {
+	r.out.skipped, r.out.msg = true, fmt.Sprint(args...)
+	runtime.Goexit()
+}
+func (r recordingTB) Skipf(format string, args ...any) { r.Skip(fmt.Sprintf(format, args...)) }
+func (r recordingTB) Fatalf(format string, args ...any) {
+	r.out.failed, r.out.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func runFind(t *testing.T) findOutcome {
+	var out findOutcome
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out.path = Find(recordingTB{TB: t, out: &out})
+	}()
+	<-done
+	return out
+}
+
+func TestMain(m *testing.M) {
+	AnnounceSkips()
+	goleak.VerifyTestMain(m)
 }
 
 func TestScriptedWorkerIsBuiltOnce(t *testing.T) {

@@ -139,12 +139,6 @@ func (fw *frameWriter) writeJSON(t frameType, prefix []byte, v any) error {
 	return fw.write(t, prefix, body, true)
 }
 
-func (fw *frameWriter) flush() error {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	return fw.w.Flush()
-}
-
 func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 

@@ -3,8 +3,6 @@ package filehash
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -117,16 +115,4 @@ func HashDirs(dirs []Dir, workers int) ([][]Result, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// sumBatchByPath is the portable sumBatch: one full path per file.
-func sumBatchByPath(dir string, names []string, sums []digest, sizes []int64, buf []byte) error {
-	for i, n := range names {
-		var err error
-		sums[i], sizes[i], err = sum(filepath.Join(dir, n), buf)
-		if err != nil {
-			return fmt.Errorf("hashing %s: %w", filepath.Join(dir, n), err)
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 func sum(path string, buf []byte) (digest, int64, error) {
@@ -34,4 +35,16 @@ func sum(path string, buf []byte) (digest, int64, error) {
 
 func sumBatch(dir string, names []string, sums []digest, sizes []int64, buf []byte) error {
 	return sumBatchByPath(dir, names, sums, sizes, buf)
+}
+
+// sumBatchByPath is the portable sumBatch: one full path per file.
+func sumBatchByPath(dir string, names []string, sums []digest, sizes []int64, buf []byte) error {
+	for i, n := range names {
+		var err error
+		sums[i], sizes[i], err = sum(filepath.Join(dir, n), buf)
+		if err != nil {
+			return fmt.Errorf("hashing %s: %w", filepath.Join(dir, n), err)
+		}
+	}
+	return nil
 }

@@ -45,8 +45,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{}) // Main returned: the handler goes too
+	defer func() { signal.Stop(sigs); close(done) }()
 	go func() {
-		sig := <-sigs
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-done:
+			return
+		}
 		w.tools.killAll()
 		out.flush()
 		if sig == syscall.SIGHUP {

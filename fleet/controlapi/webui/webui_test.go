@@ -175,11 +175,6 @@ func (f *fakeFleet) publish(c controlapi.Change) bool {
 	return ok
 }
 
-func (f *fakeFleet) watching() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.watchers)
-}
 
 // page serves the web page over b on loopback until the test ends, with
 // the control API in front as pifleet-server wires it.
