@@ -175,7 +175,6 @@ func (f *fakeFleet) publish(c controlapi.Change) bool {
 	return ok
 }
 
-
 // page serves the web page over b on loopback until the test ends, with
 // the control API in front as pifleet-server wires it.
 type page struct {
