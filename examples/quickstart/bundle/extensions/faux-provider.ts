@@ -16,8 +16,10 @@
 //   PIFLEET_FAUX_CHUNK           characters per streamed delta (default 16)
 //   PIFLEET_FAUX_DELAY_MS        pause before every streamed delta (default 0)
 //   PIFLEET_FAUX_CONTEXT_WINDOW  the model's context window (default 128000)
+//   PIFLEET_FAUX_SCRIPT          a script of replies for an orchestrating pi (see README.md)
 
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { readFileSync } from "node:fs";
 import {
 	type AssistantMessage,
 	type AssistantMessageEventStream,
@@ -62,6 +64,32 @@ function firstLine(s: string): string {
 	return i < 0 ? s : s.slice(0, i);
 }
 
+// script is PIFLEET_FAUX_SCRIPT's steps (separated by lines "---"), read
+// once: the reply to a context holding N assistant messages follows step N
+// whatever the last message is, so an orchestrator can chain tool calls and
+// react to the messages that wake it without a user.
+let script: string[] | undefined;
+function scriptSteps(): string[] {
+	if (script === undefined) {
+		const file = process.env.PIFLEET_FAUX_SCRIPT;
+		script = file ? readFileSync(file, "utf8").split(/^---[ \t]*$/m).map((step) => step.trim()) : [];
+	}
+	return script;
+}
+
+// substitute replaces every ${name} with the value of the last "name=value"
+// in the context (tool results and messages), so a step can use the ids
+// earlier tool calls returned.
+function substitute(step: string, messages: Context["messages"]): string {
+	const texts = messages.map((m: any) => textOf(m.content)).join("\n");
+	return step.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (whole, name: string) => {
+		const re = new RegExp(`\\b${name}=([A-Za-z0-9_:-]+)`, "g");
+		let value: string | undefined;
+		for (const m of texts.matchAll(re)) value = m[1];
+		return value ?? whole;
+	});
+}
+
 // failures counts, per user message, how many `fail:` attempts were made, so
 // that a retried request (pi resends the same context) eventually succeeds.
 const failures = new Map<string, number>();
@@ -80,6 +108,11 @@ function planFor(context: Context): Plan {
 		plan.blocks.push({ kind: "text", text: "faux: (empty context)" });
 		return plan;
 	}
+	const steps = scriptSteps();
+	const step = steps[messages.filter((m) => m.role === "assistant").length];
+	if (step !== undefined) {
+		return planDirectives(plan, substitute(step, messages), `script:${messages.length}`);
+	}
 	if (last.role === "toolResult") {
 		// Every tool result after the last assistant message, in order.
 		let start = messages.length - 1;
@@ -96,7 +129,12 @@ function planFor(context: Context): Plan {
 		return plan;
 	}
 
-	const text = textOf(last.content);
+	return planDirectives(plan, textOf(last.content), `${(last as any).timestamp}`);
+}
+
+// planDirectives adds the blocks of the directive lines of text to plan;
+// key identifies the message for fail: counting.
+function planDirectives(plan: Plan, text: string, key0: string): Plan {
 	const plain: string[] = [];
 	for (const rawLine of text.split("\n")) {
 		const line = rawLine.replace(/^[ \t]+/, "").replace(/\r$/, "");
@@ -152,7 +190,7 @@ function planFor(context: Context): Plan {
 				const sp = rest.indexOf(" ");
 				const n = Number(sp < 0 ? rest : rest.slice(0, sp)) || 0;
 				const msg = sp < 0 ? "faux failure" : rest.slice(sp + 1);
-				const key = `${(last as any).timestamp}:${text}`;
+				const key = `${key0}:${text}`;
 				const seen = failures.get(key) ?? 0;
 				if (seen < n) {
 					failures.set(key, seen + 1);
