@@ -4,6 +4,7 @@ package fleet_test
 
 import (
 	"context"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -163,5 +164,85 @@ func TestEveryLiveStateEndsWithItsWorker(t *testing.T) {
 		escalate(t, done(t, inst))
 		stop(t, inst)
 		transition(t, inst, fleet.EventStopRequested, fleet.StateEscalated)
+	})
+}
+
+// Every way a spawn can end, from each step of the agent's provisioning:
+// a registry given as a file URL on another host (refused once accepted),
+// an unreachable registry with nothing cached (refused while
+// provisioning), the same with the bundle cached (degraded, then started),
+// and a worker that cannot start after a degraded sync (refused).
+func TestEverySpawnStepCanFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end")
+	}
+	reg := t.TempDir()
+	publish(t, reg, "plain", `{}`)
+	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) {
+		// A worker whose environment says so fails to start.
+		c.PiCommand = append([]string{"/bin/sh", "-c", `[ -n "$PIFLEET_TEST_FAIL_START" ] && exit 7; exec "$0" "$@"`}, c.PiCommand...)
+	})
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+	down := "http://" + refusedAddr(t)
+
+	// spawnWith spawns "plain" with env and returns the instance's walk of
+	// transitions (event from → to), and Spawn's error.
+	spawnWith := func(t *testing.T, env map[string]string) ([]string, error) {
+		t.Helper()
+		sub := tf.Subscribe(256)
+		defer sub.Close()
+		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain", Env: env})
+		if err == nil {
+			t.Cleanup(func() {
+				if err := inst.Stop(context.Background()); err != nil {
+					t.Errorf("stopping the worker: %v", err)
+				}
+			})
+		}
+		var walk []string
+		for {
+			select {
+			case c := <-sub.C:
+				if c.Kind != fleet.ChangeInstanceState {
+					continue
+				}
+				walk = append(walk, c.Event+" "+c.From+"→"+c.To)
+				if c.To == string(fleet.StateIdle) || c.To == string(fleet.StateFailed) {
+					return walk, err
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the spawn never ended; walk %v, err %v", walk, err)
+			}
+		}
+	}
+	last := func(walk []string) string { return walk[len(walk)-1] }
+
+	t.Run("registry refused once accepted", func(t *testing.T) {
+		walk, err := spawnWith(t, map[string]string{"PI_FLEET_SERVER": "file://elsewhere/registry"})
+		if err == nil || last(walk) != "spawnError spawning→failed" {
+			t.Fatalf("walk %v, err %v; want spawnError from spawning", walk, err)
+		}
+	})
+	t.Run("registry down, nothing cached", func(t *testing.T) {
+		walk, err := spawnWith(t, map[string]string{"PI_FLEET_SERVER": down})
+		if err == nil || last(walk) != "spawnError provisioning→failed" {
+			t.Fatalf("walk %v, err %v; want spawnError from provisioning", walk, err)
+		}
+	})
+	t.Run("registry down, bundle cached", func(t *testing.T) {
+		if _, err := spawnWith(t, nil); err != nil { // caches the bundle
+			t.Fatal(err)
+		}
+		walk, err := spawnWith(t, map[string]string{"PI_FLEET_SERVER": down})
+		if err != nil || !slices.Contains(walk, "cacheDegraded provisioning→degraded_cache") || last(walk) != "spawned degraded_cache→idle" {
+			t.Fatalf("walk %v, err %v; want a degraded start", walk, err)
+		}
+	})
+	t.Run("worker fails after a degraded sync", func(t *testing.T) {
+		walk, err := spawnWith(t, map[string]string{"PI_FLEET_SERVER": down, "PIFLEET_TEST_FAIL_START": "1"})
+		if err == nil || last(walk) != "spawnError degraded_cache→failed" {
+			t.Fatalf("walk %v, err %v; want spawnError from degraded_cache", walk, err)
+		}
 	})
 }

@@ -60,11 +60,6 @@ const notYet = "no test drives it yet"
 var fleetChecks = fsmtest.Checks{
 	Cover: []fsmtest.Coverage{
 		fsmtest.Cover(fleet.InstanceTable,
-			fsmtest.Unfired{Src: "provisioning", Event: "cacheDegraded", Dst: "degraded_cache", Reason: notYet},
-			fsmtest.Unfired{Src: "degraded_cache", Event: "spawned", Dst: "idle", Reason: notYet},
-			fsmtest.Unfired{Src: "spawning", Event: "spawnError", Dst: "failed", Reason: notYet},
-			fsmtest.Unfired{Src: "provisioning", Event: "spawnError", Dst: "failed", Reason: notYet},
-			fsmtest.Unfired{Src: "degraded_cache", Event: "spawnError", Dst: "failed", Reason: notYet},
 			fsmtest.Unfired{Src: "idle", Event: "taskDone", Dst: "awaiting_review", Reason: notYet},
 			fsmtest.Unfired{Src: "stopping", Event: "stoppedForced", Dst: "stopped", Reason: notYet},
 			fsmtest.Unfired{Src: "stopping", Event: "workerGone", Dst: "stopped", Reason: notYet},
