@@ -67,7 +67,7 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 	case *transport.SpawnFrame:
 		async(func() transport.Frame { return a.spawn(ctx, p, f) })
 	case *transport.StopFrame:
-		async(func() transport.Frame { return a.stop(ctx, f, f.InstanceID) })
+		async(func() transport.Frame { return a.stopIsolated(ctx, f) })
 	case *transport.RPCFrame:
 		if e := a.rpc(p, f); e != nil {
 			p.reply(ctx, e)

@@ -373,6 +373,19 @@ func deliveryError(req transport.Frame, err error) transport.Frame {
 	return errorFrame(req, CodeGitFailed, err.Error())
 }
 
+// stopIsolated answers stop; an isolated worker whose work was delivered
+// has nothing left in its worktree, which goes with it (an undelivered
+// one stays for review).
+func (a *Agent) stopIsolated(ctx context.Context, f *transport.StopFrame) transport.Frame {
+	out := a.stop(ctx, f, f.InstanceID)
+	if in := a.lookup(f.InstanceID); in != nil {
+		if t := in.isolation(); t != nil && t.Delivered != "" && !in.running() {
+			a.retireWorktree(ctx, in)
+		}
+	}
+	return out
+}
+
 // retireWorktree removes the worktree of an instance whose worker ended:
 // the branch stays when it was delivered as a branch or merged.
 func (a *Agent) retireWorktree(ctx context.Context, in *instance) {

@@ -394,3 +394,30 @@ func TestWorktreesSurviveKill9WithoutLeaks(t *testing.T) {
 	p.kill9(t)
 	w.stopAll(t)
 }
+
+// A worker whose work was delivered leaves no worktree behind when it is
+// stopped; its branch stays.
+func TestStopAfterDeliveryRemovesTheWorktree(t *testing.T) {
+	h := newHarness(t, hopts{})
+	c := h.dial(t)
+	c.hello()
+	repo := gitRepo(t)
+	in := spawnTask(t, c, repo, "s", "t-d", "write: g.txt g\nsay: done")
+	dl := &transport.DeliverFrame{TaskID: "t-d", InstanceID: in.InstanceID, Mode: transport.DeliverBranch}
+	dl.ID = "dl"
+	c.send(dl)
+	d := c.reply("dl").(*transport.DeliveredFrame)
+	st := &transport.StopFrame{InstanceID: in.InstanceID}
+	st.ID = "st"
+	c.send(st)
+	c.reply("st")
+	if _, err := os.Stat(in.Worktree.Path); !os.IsNotExist(err) {
+		t.Error("worktree left after a delivered worker stopped")
+	}
+	if got := runGit(t, repo, "show", d.Branch+":g.txt"); got != "g" {
+		t.Errorf("branch %s: %q", d.Branch, got)
+	}
+	if got := worktreesOf(t, repo); len(got) != 1 {
+		t.Errorf("worktrees %v", got)
+	}
+}
