@@ -35,6 +35,7 @@ func TestAPIErrorMapping(t *testing.T) {
 		{&fleet.RebundleError{InstanceID: "i", Bundle: "a", Target: "b", Code: "reload_failed"}, controlapi.CodeRebundleFailed, "reload_failed"},
 		{&fleet.StateError{Kind: "instance", ID: "i", State: "stopped", Op: "prompt"}, controlapi.CodeInvalidState, ""},
 		{fleet.ErrInstanceEnded, controlapi.CodeInvalidState, ""},
+		{fmt.Errorf("task t-1 did not finish: %w", &fleet.WorkerGoneError{InstanceID: "i", Reason: "killed by signal KILL"}), controlapi.CodeWorkerGone, ""},
 		{&trust.PolicyError{Policy: trust.Allow, Operation: trust.OpSteer}, controlapi.CodePolicyRefused, ""},
 		{fmt.Errorf("%w: a", fleet.ErrNotConnected), controlapi.CodeNotConnected, ""},
 		{fleet.ErrNotSupported, controlapi.CodeNotSupported, ""},

@@ -36,12 +36,20 @@ func startWorkerAgent(t *testing.T, reg string) string {
 // bundle ships; the test skips without it).
 func startAgentOfKind(t *testing.T, reg string, kind pitest.Kind) string {
 	t.Helper()
+	addr, _ := startAgentIn(t, reg, kind)
+	return addr
+}
+
+// startAgentIn is startAgentOfKind that also returns the agent's state
+// directory (where its workers' shims are found).
+func startAgentIn(t *testing.T, reg string, kind pitest.Kind) (addr, stateDir string) {
+	t.Helper()
 	ps := pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=box")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stateDir := socketDir(t)
+	stateDir = socketDir(t)
 	// Before the agent's own cleanup, so it runs after it: a test that
 	// fails before it stopped its workers leaves none running.
 	e2ekit.CleanupWorkers(t, stateDir)
@@ -56,7 +64,7 @@ func startAgentOfKind(t *testing.T, reg string, kind pitest.Kind) string {
 		cfg.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
 		cfg.StopGrace = 10 * time.Second
 	}
-	return runAgent(t, cfg)
+	return runAgent(t, cfg), stateDir
 }
 
 // until reads the watch stream until ok accepts a change.
