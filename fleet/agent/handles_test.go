@@ -3,6 +3,8 @@ package agent
 import (
 	"errors"
 	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -97,4 +99,34 @@ func TestHandleFilesTornFileIsAnError(t *testing.T) {
 	if _, ok, err := h.get("i-000000000002"); ok || err == nil {
 		t.Fatalf("get of a torn handle = %v, %v; want an error", ok, err)
 	}
+}
+
+// FuzzHandleFile: a handle file of any content (a crash mid-write, a
+// disk error, someone else's file) reads back as a handle or an error,
+// never a panic; a handle written reads back equal.
+func FuzzHandleFile(f *testing.F) {
+	f.Add([]byte(`{"socket":"/run/s.sock","pid":12,"generation":1}`))
+	f.Add([]byte(`{"socket":`))
+	f.Add([]byte("\x00\x00\x00"))
+	f.Add([]byte(`{"pid":"x"}   `))
+	dir := f.TempDir()
+	h := newHandleFiles(dir)
+	f.Cleanup(h.close)
+	f.Fuzz(func(t *testing.T, content []byte) {
+		if err := os.WriteFile(filepath.Join(dir, "i-fuzz.json"), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, ok, err := h.get("i-fuzz")
+		if err != nil || !ok {
+			return
+		}
+		if err := h.put("i-back", func() worker.Persisted { return p }); err != nil {
+			t.Fatal(err)
+		}
+		back, ok, err := h.get("i-back")
+		if err != nil || !ok || !reflect.DeepEqual(back, p) {
+			t.Fatalf("round trip of %+v: %+v, %v, %v", p, back, ok, err)
+		}
+		h.remove("i-back")
+	})
 }

@@ -63,3 +63,20 @@ func FuzzDecodeDecision(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseAnswer: the terminal's first-contact answer is one of the
+// three policies or not an answer; case and surrounding space do not
+// matter, and nothing but the listed words is an answer.
+func FuzzParseAnswer(f *testing.F) {
+	for _, s := range []string{"y\n", " Steer ", "NO", "allow", "", "yess", "d", "deny\r\n"} {
+		f.Add(s)
+	}
+	words := map[string]Policy{"y": Allow, "yes": Allow, "allow": Allow, "s": Steer, "steer": Steer, "n": Deny, "no": Deny, "deny": Deny}
+	f.Fuzz(func(t *testing.T, line string) {
+		p, ok := parseAnswer(line)
+		want, known := words[strings.ToLower(strings.TrimSpace(line))]
+		if ok != known || p != want {
+			t.Fatalf("parseAnswer(%q) = %q, %v; want %q, %v", line, p, ok, want, known)
+		}
+	})
+}

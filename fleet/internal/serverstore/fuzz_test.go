@@ -2,6 +2,8 @@ package serverstore
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 )
@@ -45,5 +47,48 @@ func FuzzDedupeKeyRoundTrip(f *testing.F) {
 		if bytes.Equal(a.encode(), b.encode()) != (a == b) {
 			t.Fatalf("%+v and %+v: equal stored forms %v, equal keys %v", a, b, bytes.Equal(a.encode(), b.encode()), a == b)
 		}
+	})
+}
+
+// FuzzDecodeRecords: a stored task, instance or agent record of any bytes
+// decodes, or is a *CorruptError naming its bucket and key; a record that
+// decodes names its own key and re-encodes to one that decodes the same.
+func FuzzDecodeRecords(f *testing.F) {
+	f.Add([]byte(`{"taskId":"t-1","instanceId":"i-1","agent":"box"}`), "t-1")
+	f.Add([]byte(`{"instanceId":"i-1","agent":"box","state":"idle"}`), "i-1")
+	f.Add([]byte(`{"name":"box","addresses":["127.0.0.1:1"]}`), "box")
+	f.Add([]byte(`{"taskId":7}`), "t")
+	f.Add([]byte(`null`), "")
+	f.Fuzz(func(t *testing.T, raw []byte, key string) {
+		check := func(name string, err error, roundTrip func() error) {
+			if err != nil {
+				var ce *CorruptError
+				if !errors.As(err, &ce) || ce.Key != key {
+					t.Fatalf("%s: %v is not a CorruptError for key %q", name, err, key)
+				}
+				return
+			}
+			if err := roundTrip(); err != nil {
+				t.Fatalf("%s: re-encoded record: %v", name, err)
+			}
+		}
+		task, err := decodeRecord([]byte("tasks"), []byte(key), raw, taskKey)
+		check("task", err, func() error {
+			b, _ := json.Marshal(task)
+			_, err := decodeRecord([]byte("tasks"), []byte(key), b, taskKey)
+			return err
+		})
+		inst, err := decodeRecord([]byte("instances"), []byte(key), raw, instanceKey)
+		check("instance", err, func() error {
+			b, _ := json.Marshal(inst)
+			_, err := decodeRecord([]byte("instances"), []byte(key), b, instanceKey)
+			return err
+		})
+		ag, err := decodeRecord([]byte("agents"), []byte(key), raw, agentKey)
+		check("agent", err, func() error {
+			b, _ := json.Marshal(ag)
+			_, err := decodeRecord([]byte("agents"), []byte(key), b, agentKey)
+			return err
+		})
 	})
 }
