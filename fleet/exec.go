@@ -248,8 +248,13 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	}
 	// The answer is handled on the connection's goroutine, in order with
 	// the output that follows it: registered there, no chunk is missed.
+	abandoned := false // the caller stopped waiting (f.mu)
 	w, err := f.requestLocked(a, c, fr, func(ans transport.Frame) {
 		if s, ok := ans.(*transport.ExecStartedFrame); ok {
+			if abandoned { // nobody will read it: it is not left running
+				_ = c.TrySend(&transport.ExecAbortFrame{ExecID: s.ExecID})
+				return
+			}
 			e.id = s.ExecID
 			e.res.ExecID = s.ExecID
 			if a.execs == nil {
@@ -264,6 +269,13 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	}
 	ans, err := await(ctx, w)
 	if err != nil {
+		f.mu.Lock()
+		abandoned = true
+		if e.id != "" { // started just as the caller gave up
+			delete(a.execs, e.id)
+			_ = c.TrySend(&transport.ExecAbortFrame{ExecID: e.id})
+		}
+		f.mu.Unlock()
 		return nil, err
 	}
 	switch ans := ans.(type) {
