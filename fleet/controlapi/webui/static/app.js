@@ -360,7 +360,7 @@ function renderCards() {
   for (const inst of list) {
     keep.add(inst.id);
     const tl = timelines.get(inst.id);
-    const sig = JSON.stringify(inst) + policyOf(inst.agent) + (tl ? tl.length + tl[tl.length - 1].state : "") + Math.floor(Date.now() / 10000);
+    const sig = JSON.stringify(inst) + policyOf(inst.agent) + (tl ? tl.length + tl[tl.length - 1].state : "");
     let c = cardCache.get(inst.id);
     if (!c || c.sig !== sig) {
       const el = card(inst);
@@ -410,7 +410,8 @@ function card(inst) {
       h("dt", {}, "model"), h("dd", {}, model_),
       spend(inst),
       t ? [h("dt", {}, "task"), h("dd", {}, badge(t.state), " ", short(t.prompt, 60))] : null),
-    h("div", { class: "activity" }, inst.activity ? ["doing ", h("b", {}, inst.activity), " · ", ago(inst.activityAt)] : ended ? inst.endReason || "ended" : "no activity yet"),
+    h("div", { class: "activity" }, inst.activity ? ["doing ", h("b", {}, inst.activity), " · ", h("span", { class: "ago", dataset: { at: inst.activityAt || "" } }, ago(inst.activityAt))]
+      : ended ? inst.endReason || "ended" : "no activity yet"),
     historyLine(timelines.get(inst.id)),
     (inst.pendingUi || []).map((u) => dialogBox(u, inst)),
     ended ? null : h("div", { class: "card-actions" },
@@ -496,7 +497,12 @@ function renderWorker(id) {
   const hint = $("w-policy-hint");
   hint.hidden = steer;
   hint.textContent = "The trust policy of " + inst.agent + " is " + policyOf(inst.agent) + ": this page may watch its workers but not prompt, steer or stop them.";
-  replace($("w-dialogs"), (inst.pendingUi || []).map((u) => dialogBox(u, inst)));
+  // Rebuilt only when the dialogs change, so an answer being typed stays.
+  const dialogs = JSON.stringify([inst.pendingUi || [], steer]);
+  if ($("w-dialogs").dataset.sig !== dialogs) {
+    $("w-dialogs").dataset.sig = dialogs;
+    replace($("w-dialogs"), (inst.pendingUi || []).map((u) => dialogBox(u, inst)));
+  }
   showDiagram($("w-diagram"), "svg-instance", inst.state, "instance", $("w-ways"));
 }
 
@@ -972,8 +978,12 @@ function wire() {
     await fetch("/logout", { method: "POST", headers: { "X-CSRF-Token": csrf }, credentials: "same-origin" });
     location.reload();
   });
-  // Relative times and activity age: a cheap re-render every 10 s.
-  setInterval(() => render(), 10000);
+  // Relative times: the texts are updated in place every 10 s (a card is
+  // not rebuilt for it, so nothing typed into it is lost).
+  setInterval(() => {
+    for (const el of document.querySelectorAll(".ago[data-at]")) el.textContent = ago(el.dataset.at);
+    if (currentView().name === "agents") renderAgents();
+  }, 10000);
 }
 
 wire();
