@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"example.com/pifleet/fleet/agent/internal/agentstore"
 	"example.com/pifleet/fleet/agent/internal/fsservice"
@@ -14,7 +16,10 @@ import (
 
 // savedSpec is the part of a worker's spec a restarted agent needs to keep
 // supervising it (and to restart it for a rebundle). It sits in the state
-// file (mode 0600): the environment may hold secrets.
+// file (mode 0600). Env holds only what the worker's environment adds to
+// the agent's own (the spawn's env values and the PI_FLEET_* variables):
+// the agent's environment, with its provider keys, is never written, and
+// a restarted agent lays the saved entries over its own again.
 type savedSpec struct {
 	Command    []string       `json:"command"`
 	Env        []string       `json:"env,omitempty"`
@@ -26,13 +31,42 @@ type savedSpec struct {
 const specKeyPrefix = "spec/"
 
 func (a *Agent) saveSpec(id string, spec worker.Spec, tools []string) {
-	b, err := json.Marshal(savedSpec{Command: spec.Command, Env: spec.Env, Budget: spec.Budget, AutoAnswer: spec.AutoAnswer, Tools: tools})
+	b, err := json.Marshal(savedSpec{Command: spec.Command, Env: envOverlay(a.cfg.Env, spec.Env), Budget: spec.Budget, AutoAnswer: spec.AutoAnswer, Tools: tools})
 	if err == nil {
 		err = a.store.PutKV(specKeyPrefix+id, b)
 	}
 	if err != nil {
 		a.log.Error().Err(err).Str("instanceId", id).Msg("cannot persist the worker's spec")
 	}
+}
+
+// envOverlay returns the entries of env that base does not hold as they
+// are: what a worker's environment adds to the agent's.
+func envOverlay(base, env []string) []string {
+	in := make(map[string]bool, len(base))
+	for _, kv := range base {
+		in[kv] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if !in[kv] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// overlayEnv lays overlay over base: each of its entries replaces base's
+// entry of the same name (the inverse of envOverlay for the environments
+// the agent builds, which only add and replace).
+func overlayEnv(base, overlay []string) []string {
+	env := slices.Clone(base)
+	for _, kv := range overlay {
+		name, _, _ := strings.Cut(kv, "=")
+		env = slices.DeleteFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") })
+		env = append(env, kv)
+	}
+	return env
 }
 
 func (a *Agent) forget(id string) {
@@ -82,7 +116,7 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 		log.Warn().Msg("no worker spec stored; reporting it lost")
 		return nil
 	}
-	spec := worker.Spec{InstanceID: id, Cwd: rec.Cwd, Command: ss.Command, Env: ss.Env,
+	spec := worker.Spec{InstanceID: id, Cwd: rec.Cwd, Command: ss.Command, Env: overlayEnv(a.cfg.Env, ss.Env),
 		StateDir: filepath.Join(a.cfg.StateDir, "workers"), ShimCommand: a.cfg.ShimCommand,
 		RingSize: a.cfg.EventRing, StopGrace: a.cfg.StopGrace, Budget: ss.Budget,
 		DialogTimeout: a.cfg.DialogTimeout, AutoAnswer: ss.AutoAnswer, Log: log}
