@@ -29,16 +29,12 @@ func TestAgentSIGTERMLeavesItsWorkersToTheNext(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end with processes")
 	}
-	for name, kind := range map[string]pitest.Kind{"scripted": pitest.Scripted, "pi": pitest.RealPi} {
+	for name, kind := range workerKinds {
 		t.Run(name, func(t *testing.T) {
-			reg := t.TempDir()
-			bundle, workers := "plain", 3
+			reg, bundle := registryFor(t, kind)
+			workers := 3
 			if kind == pitest.RealPi {
-				pitest.Find(t)
-				publishFaux(t, reg)
-				bundle, workers = "faux", 2
-			} else {
-				publish(t, reg, "plain", `{}`)
+				workers = 2 // each is a node process
 			}
 			aw := newAgentWorldOf(t, kind, "worker-01", "orchestrator", "127.0.0.1=orchestrator/ana@example")
 			release := gate(t, aw.cwd, "gate")

@@ -8,9 +8,37 @@ import (
 	"time"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
 )
+
+// workerKinds are the workers each end-to-end case of issue 12 runs with.
+var workerKinds = map[string]pitest.Kind{"scripted": pitest.Scripted, "pi": pitest.RealPi}
+
+// registryFor is a registry with a bundle for workers of kind: "plain" for
+// the scripted worker, "faux" for the real pi (the test skips without it).
+func registryFor(t *testing.T, kind pitest.Kind) (reg, bundle string) {
+	t.Helper()
+	reg = t.TempDir()
+	if kind == pitest.RealPi {
+		pitest.Find(t)
+		publishFaux(t, reg)
+		return reg, "faux"
+	}
+	publish(t, reg, "plain", `{}`)
+	return reg, "plain"
+}
+
+// fleetWithAgent runs the real agent daemon with workers of kind (mod
+// has a last word on its configuration) and a fleet connected to it.
+func fleetWithAgent(t *testing.T, kind pitest.Kind, reg string, mod func(*agent.Config), opts ...fleet.Option) (*testFleet, pitest.Spec) {
+	t.Helper()
+	addr, ps := startAgentWith(t, kind, reg, mod)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}}, opts...)
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+	return tf, ps
+}
 
 // settleWithin bounds how long a prompt that runs an extension command
 // may take once the command returned: far below the callers' deadlines.
@@ -26,21 +54,10 @@ func TestStopAlwaysWorks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	for name, kind := range map[string]pitest.Kind{"scripted": pitest.Scripted, "pi": pitest.RealPi} {
+	for name, kind := range workerKinds {
 		t.Run(name, func(t *testing.T) {
-			bundle := "plain"
-			reg := t.TempDir()
-			if kind == pitest.RealPi {
-				pitest.Find(t)
-				publishFaux(t, reg)
-				bundle = "faux"
-			} else {
-				publish(t, reg, "plain", `{}`)
-			}
-			addr, ps := startAgentWith(t, kind, reg, nil)
-			tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}},
-				func(c *fleet.Config) { c.AbortTimeout = time.Second })
-			tf.waitAgent(t, "worker-01", transport.StateEstablished)
+			reg, bundle := registryFor(t, kind)
+			tf, ps := fleetWithAgent(t, kind, reg, nil, func(c *fleet.Config) { c.AbortTimeout = time.Second })
 			inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 			if err != nil {
 				t.Fatal(err)

@@ -13,8 +13,6 @@ import (
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/e2ekit"
-	"example.com/pifleet/internal/pitest"
-	"example.com/pifleet/transport"
 )
 
 // goneWithin bounds how long a caller may still wait once its worker
@@ -33,21 +31,11 @@ func TestWorkerDeathIsKnownAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end")
 	}
-	for name, kind := range map[string]pitest.Kind{"scripted": pitest.Scripted, "pi": pitest.RealPi} {
+	for name, kind := range workerKinds {
 		t.Run(name, func(t *testing.T) {
-			bundle := "plain"
-			reg := t.TempDir()
-			if kind == pitest.RealPi {
-				pitest.Find(t)
-				publishFaux(t, reg)
-				bundle = "faux"
-			} else {
-				publish(t, reg, "plain", `{}`)
-			}
+			reg, bundle := registryFor(t, kind)
 			var stateDir string
-			addr, ps := startAgentWith(t, kind, reg, func(c *agent.Config) { stateDir = c.StateDir })
-			tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
-			tf.waitAgent(t, "worker-01", transport.StateEstablished)
+			tf, ps := fleetWithAgent(t, kind, reg, func(c *agent.Config) { stateDir = c.StateDir })
 			spawn := func() *fleet.Instance {
 				inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 				if err != nil {
