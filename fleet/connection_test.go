@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/transport"
 )
 
@@ -144,5 +145,68 @@ func TestCloseWhileAuthenticatingAndBeforeTheFirstDial(t *testing.T) {
 	slices.Sort(states)
 	if want := []string{string(transport.StateAuthenticating), string(transport.StateConnecting)}; !slices.Equal(states, want) {
 		t.Errorf("closed from %v, want one authenticating and one connecting", got)
+	}
+}
+
+// A stop whose worker the agent no longer has (it died unseen) ends the
+// instance as gone, not stopped by the stop.
+func TestStopOfAWorkerTheAgentLostEndsItGone(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	peer.forget(inst.ID())
+	if err := inst.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tf.waitChange(t, "workerGone from stopping", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() &&
+			c.Event == string(fleet.EventWorkerGone) && c.From == string(fleet.StateStopping)
+	})
+}
+
+// A task_done that trails the reconnect snapshot (the run ended during
+// the outage; the agent lists the worker settled, then its outbox sends
+// the task_done) still opens the review: idle → awaiting_review.
+func TestATaskDoneTrailingTheReconnectStartsTheReview(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	proxy, err := netfault.Start(peer.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}})
+	tf.waitAgent(t, "box", transport.StateEstablished)
+	inst := spawn(t, tf, "box")
+	peer.mu.Lock()
+	peer.holdPrompts = true
+	peer.mu.Unlock()
+	task, err := inst.Submit(t.Context(), "work", fleet.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf.waitChange(t, "the run", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeEvent && c.InstanceID == inst.ID()
+	})
+
+	proxy.Refuse(true)
+	proxy.Cut()
+	tf.waitInstance(t, inst.ID(), fleet.StateUnreachable)
+	peer.mu.Lock()
+	delete(peer.held, inst.ID()) // the run ends during the outage
+	peer.mu.Unlock()
+	proxy.Refuse(false)
+	tf.waitChange(t, "reconnected idle", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() && c.Event == string(fleet.EventReconnectedIdle)
+	})
+	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: 1,
+		Status: transport.TaskSettled, Summary: "done", LastAssistantMessage: "done"})
+	tf.waitChange(t, "taskDone from idle", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeInstanceState && c.InstanceID == inst.ID() &&
+			c.Event == string(fleet.EventTaskDone) && c.From == string(fleet.StateIdle)
+	})
+	if r := tf.report(t); r.TaskID != task.ID() {
+		t.Errorf("report %+v, want task %s", r, task.ID())
 	}
 }

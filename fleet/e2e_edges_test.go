@@ -30,10 +30,25 @@ func TestEveryLiveStateEndsWithItsWorker(t *testing.T) {
 	publish(t, reg, "plain", `{}`)
 	publish(t, reg, "strict", `{"review":{"maxRejects":0}}`)
 	var stateDir string
-	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) { stateDir = c.StateDir })
+	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) {
+		stateDir = c.StateDir
+		// A worker whose environment says so does not hear its stdin
+		// close, as a hung pi would not: only the kill after the grace
+		// period ends it.
+		c.PiCommand = append([]string{"/bin/sh", "-c",
+			`if [ -n "$PIFLEET_TEST_DEAF" ]; then { cat; exec sleep 600; } | "$0" "$@"; exit; fi; exec "$0" "$@"`}, c.PiCommand...)
+	})
 	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 
+	spawnWith := func(t *testing.T, bundle string, env map[string]string) *fleet.Instance {
+		t.Helper()
+		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle, Env: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst
+	}
 	spawn := func(t *testing.T, bundle string) *fleet.Instance {
 		t.Helper()
 		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
@@ -158,6 +173,16 @@ func TestEveryLiveStateEndsWithItsWorker(t *testing.T) {
 		review(t, done(t, inst))
 		stop(t, inst)
 		transition(t, inst, fleet.EventStopRequested, fleet.StateVerifying)
+	})
+	t.Run("stop forced", func(t *testing.T) {
+		inst := spawnWith(t, "plain", map[string]string{"PIFLEET_TEST_DEAF": "1"})
+		stop(t, inst)
+		transition(t, inst, fleet.EventStoppedForced, fleet.StateStopping)
+		for _, i := range tf.Status(t.Context()).Instances {
+			if i.InstanceID == inst.ID() && i.EndReason != "forced" {
+				t.Errorf("end reason %q, want forced", i.EndReason)
+			}
+		}
 	})
 	t.Run("stopped while escalated", func(t *testing.T) {
 		inst := spawn(t, "strict")
