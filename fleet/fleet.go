@@ -366,6 +366,32 @@ func (f *Fleet) RegistryURL() string {
 // a rejected machine's policy call Retry so that it is dialled again.
 func (f *Fleet) Trust() *trust.Store { return f.trust }
 
+// SetTrust records machine's policy and applies it at once to the agents
+// of that machine connected now (Trust().Set alone takes effect at their
+// next connection): a downgrade holds from the next operation, and deny
+// ends their connections.
+func (f *Fleet) SetTrust(machine string, p trust.Policy) (trust.Decision, error) {
+	d, err := f.trust.Set(machine, p)
+	if err != nil {
+		return d, err
+	}
+	var drop []*transport.Conn
+	f.mu.Lock()
+	for _, a := range f.agents {
+		if a.established() && a.identity.Machine == machine {
+			a.policy = p
+			if p == trust.Deny {
+				drop = append(drop, a.conn)
+			}
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range drop {
+		_ = c.Close()
+	}
+	return d, nil
+}
+
 // Close stops everything the fleet started: connections (workers keep
 // running under their agents), listeners, the dialer, the notifier, and
 // closes the state file. It is idempotent and returns the first error.

@@ -474,7 +474,7 @@ func (b *fleetBackend) TrustSet(ctx context.Context, machine string, p controlap
 	if err != nil {
 		return controlapi.TrustDecision{}, apiError(err)
 	}
-	d, err := b.f.Trust().Set(machine, pol)
+	d, err := b.f.SetTrust(machine, pol)
 	if err != nil {
 		return controlapi.TrustDecision{}, apiError(err)
 	}

@@ -659,3 +659,33 @@ func TestEscalationWakesAndWaitsForAHuman(t *testing.T) {
 		t.Fatalf("the human's accept: %d %s %s", status, out, errOut)
 	}
 }
+
+// TestTrustDowngradeAppliesAtOnce: a machine turned from steer to allow
+// while it is connected can no longer be prompted, through a tool or
+// otherwise; turned to deny, it is disconnected.
+func TestTrustDowngradeAppliesAtOnce(t *testing.T) {
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
+	defer cancel()
+	res, err := fl.c.CallTool(ctx, "remote_spawn", json.RawMessage(`{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Details["instanceId"]
+	if _, err := fl.c.TrustSet(ctx, "box", controlapi.PolicyAllow); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fl.c.CallTool(ctx, "remote_prompt", json.RawMessage(`{"instanceId":"`+id+`","text":"say: hi","wait":false}`), nil); !errors.Is(err, controlapi.ErrPolicyRefused) {
+		t.Errorf("remote_prompt after the downgrade to allow: %v", err)
+	}
+	if _, err := fl.c.Prompt(ctx, id, controlapi.PromptRequest{Text: "say: hi"}); !errors.Is(err, controlapi.ErrPolicyRefused) {
+		t.Errorf("prompt after the downgrade to allow: %v", err)
+	}
+	if _, err := fl.c.CallTool(ctx, "remote_stop", json.RawMessage(`{"instanceId":"`+id+`"}`), nil); err != nil {
+		t.Errorf("remote_stop under allow: %v", err)
+	}
+	if _, err := fl.c.TrustSet(ctx, "box", controlapi.PolicyDeny); err != nil {
+		t.Fatal(err)
+	}
+	awaitAgentState(t, fl.c, "box", "rejected")
+}
