@@ -460,7 +460,7 @@ func (b *fleetBackend) TrustList(context.Context) ([]controlapi.TrustDecision, e
 	}
 	out := make([]controlapi.TrustDecision, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, controlapi.TrustDecision{Machine: d.Machine, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt})
+		out = append(out, controlapi.TrustDecision{Machine: d.Machine, User: d.User, Key: d.Key, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt})
 	}
 	return out, nil
 }
@@ -483,7 +483,7 @@ func (b *fleetBackend) TrustSet(ctx context.Context, machine string, p controlap
 			_ = b.f.Retry(a.Name)
 		}
 	}
-	return controlapi.TrustDecision{Machine: d.Machine, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt}, nil
+	return controlapi.TrustDecision{Machine: d.Machine, User: d.User, Key: d.Key, Policy: controlapi.Policy(d.Policy), DecidedAt: d.DecidedAt}, nil
 }
 
 // Retry dials an agent now.

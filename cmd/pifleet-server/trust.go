@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"example.com/pifleet/fleet/controlapi"
+	"example.com/pifleet/internal/termsafe"
 )
 
 // TrustCmd groups the trust commands.
@@ -35,13 +36,13 @@ func (c *TrustListCmd) Run(out *Output) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(out.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "MACHINE\tPOLICY\tDECIDED")
+		fmt.Fprintln(tw, "MACHINE\tPOLICY\tDECIDED\tUSER\tKEY")
 		for _, d := range ds {
 			decided := "-"
 			if !d.DecidedAt.IsZero() {
 				decided = d.DecidedAt.UTC().Format("2006-01-02 15:04:05Z")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", d.Machine, d.Policy, decided)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termsafe.Clean(d.Machine), d.Policy, decided, dash(termsafe.Clean(d.User)), dash(termsafe.Clean(d.Key)))
 		}
 		return tw.Flush()
 	})

@@ -529,7 +529,13 @@ func (p Policy) Valid() bool { return p == PolicyAllow || p == PolicySteer || p 
 
 // TrustDecision is a stored trust decision for a machine.
 type TrustDecision struct {
-	Machine   string    `json:"machine"`
+	Machine string `json:"machine"`
+	// User is the whois user the decision was made for ("" until the
+	// machine's first connection after a trust set).
+	User string `json:"user,omitempty"`
+	// Key is the key the machine proved when it was decided (agents that
+	// dial in); another key is a new first contact.
+	Key       string    `json:"key,omitempty"`
 	Policy    Policy    `json:"policy"`
 	DecidedAt time.Time `json:"decidedAt,omitzero"`
 }
