@@ -1,17 +1,19 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"text/template"
+
+	"github.com/alecthomas/kong"
+
+	"example.com/pifleet/internal/service"
 )
 
 // InstallCmd writes a service definition that starts the agent at login
-// and restarts it when it fails (checklist 2.14 items 134–135).
+// and restarts it when it fails.
 type InstallCmd struct {
 	Systemd bool `help:"Write a systemd user unit (~/.config/systemd/user/pifleet-agent.service)." xor:"kind" required:"" env:"PIFLEET_INSTALL_SYSTEMD"`
 	Launchd bool `help:"Write a launchd agent (~/Library/LaunchAgents/dev.pifleet.agent.plist)." xor:"kind" required:"" env:"PIFLEET_INSTALL_LAUNCHD"`
@@ -31,6 +33,8 @@ type InstallCmd struct {
 
 	KeyFlags  `embed:""`
 	ExecFlags `embed:""`
+
+	Serve []string `arg:"" optional:"" passthrough:"" help:"Any other serve flags, after --: they are checked and written into the service as they are (e.g. -- --max-execs 2 --pi-args=--offline)." placeholder:"-- SERVE-FLAGS"`
 }
 
 // Run writes or prints the definition.
@@ -51,44 +55,62 @@ func (c *InstallCmd) Run(out *Output) error {
 		}
 		bin = exe
 	}
+	// A service does not run with the user's shell PATH: pi is named by
+	// its absolute path.
+	pi, err := exec.LookPath(c.Pi)
+	if err != nil {
+		return fmt.Errorf("--pi %s: %w (install pi, or give its path)", c.Pi, err)
+	}
+	if pi, err = filepath.Abs(pi); err != nil {
+		return err
+	}
+	c.Pi = pi
 	// An agent that would refuse to start is not installed.
 	if _, err := c.KeyFlags.keys(); err != nil {
 		return err
 	}
 	args := c.serveArgs()
-	var (
-		path string
-		text string
-		err  error
-	)
-	switch {
-	case c.Systemd:
-		path = filepath.Join(home, ".config", "systemd", "user", "pifleet-agent.service")
-		text, err = render(systemdUnit, bin, args)
-	case c.Launchd:
-		path = filepath.Join(home, "Library", "LaunchAgents", "dev.pifleet.agent.plist")
-		text, err = render(launchdPlist, bin, args)
-	default:
-		return errors.New("choose --systemd or --launchd")
+	if err := checkServeArgs(args); err != nil {
+		return err
 	}
+	kind := service.Systemd
+	if c.Launchd {
+		kind = service.Launchd
+	}
+	spec := service.Spec{Name: "pifleet-agent", Label: "dev.pifleet.agent",
+		Description: "pifleet agent (pi coding-agent workers for a pifleet server)",
+		// Stopping the agent must not kill the workers' shims: they
+		// outlive it and the next agent re-adopts them.
+		KeepChildren: true, Argv: append([]string{bin}, args...)}
+	if c.Print {
+		text, err := spec.Render(kind)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out.Out, "# %s\n%s", spec.Path(kind, home), text)
+		return nil
+	}
+	path, err := spec.Write(kind, home)
 	if err != nil {
 		return err
 	}
-	if c.Print {
-		fmt.Fprintf(out.Out, "# %s\n%s", path, text)
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		return err
-	}
 	fmt.Fprintln(out.Out, "wrote", path)
-	if c.Systemd {
-		fmt.Fprintln(out.Out, "enable it with: systemctl --user daemon-reload && systemctl --user enable --now pifleet-agent")
-	} else {
-		fmt.Fprintln(out.Out, "load it with: launchctl load -w", path)
+	for _, step := range spec.NextSteps(kind, path) {
+		fmt.Fprintln(out.Out, step)
+	}
+	return nil
+}
+
+// checkServeArgs parses the service's command line as serve would, so that
+// a service that would not start is not installed.
+func checkServeArgs(args []string) error {
+	var c CLI
+	parser, err := kong.New(&c, kong.Vars{"default_state_dir": defaultStateDir()}, kong.Exit(func(int) {}))
+	if err != nil {
+		return err
+	}
+	if _, err := parser.Parse(args); err != nil {
+		return fmt.Errorf("the service's command line would not start: %w", err)
 	}
 	return nil
 }
@@ -112,76 +134,10 @@ func (c *InstallCmd) serveArgs() []string {
 	if c.FsAccess != "" {
 		args = append(args, "--fs-access", c.FsAccess)
 	}
-	return append(args, c.ExecFlags.args()...)
-}
-
-// systemdUnit restarts the agent when it fails. KillMode=process: stopping
-// the agent must not kill the workers' shims in its cgroup (they outlive
-// the agent and the next one re-adopts them).
-const systemdUnit = `[Unit]
-Description=pifleet agent (pi coding-agent workers for a pifleet server)
-Wants=network-online.target
-After=network-online.target tailscaled.service
-
-[Service]
-Type=simple
-ExecStart={{.Exec}}
-Restart=on-failure
-RestartSec=2
-KillMode=process
-
-[Install]
-WantedBy=default.target
-`
-
-const launchdPlist = `<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<plist version="1.0">
-<dict>
-	<key>Label</key>
-	<string>dev.pifleet.agent</string>
-	<key>ProgramArguments</key>
-	<array>
-{{- range .Argv}}
-		<string>{{.}}</string>
-{{- end}}
-	</array>
-	<key>RunAtLoad</key>
-	<true/>
-	<key>KeepAlive</key>
-	<dict>
-		<key>SuccessfulExit</key>
-		<false/>
-	</dict>
-	<key>AbandonProcessGroup</key>
-	<true/>
-</dict>
-</plist>
-`
-
-func render(tmpl, bin string, args []string) (string, error) {
-	argv := append([]string{bin}, args...)
-	quoted := make([]string, len(argv))
-	for i, a := range argv {
-		quoted[i] = systemdQuote(a)
+	args = append(args, c.ExecFlags.args()...)
+	extra := c.Serve
+	if len(extra) > 0 && extra[0] == "--" {
+		extra = extra[1:]
 	}
-	t, err := template.New("unit").Parse(tmpl)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	err = t.Execute(&b, struct {
-		Exec string
-		Argv []string
-	}{strings.Join(quoted, " "), argv})
-	return b.String(), err
-}
-
-// systemdQuote quotes an ExecStart word when it needs it.
-func systemdQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\$%;") {
-		return s
-	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `$$`, `%`, `%%`)
-	return `"` + r.Replace(s) + `"`
+	return append(args, extra...)
 }

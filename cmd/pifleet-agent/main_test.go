@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,9 @@ import (
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	if len(args) > 0 && args[0] == "install" {
+		fakePiOnPath(t)
+	}
 	var out, errb bytes.Buffer
 	code := run(args, &Output{Out: &out, Err: &errb})
 	return code, out.String(), errb.String()
@@ -248,4 +252,49 @@ func FuzzParseModelFlag(f *testing.F) {
 			t.Fatalf("%q accepted as %+v", s, m)
 		}
 	})
+}
+
+// fakePiOnPath puts an executable named pi first on PATH and returns it.
+func fakePiOnPath(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	pi := filepath.Join(dir, "pi")
+	if err := os.WriteFile(pi, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return pi
+}
+
+// install names pi by its absolute path (a service has no shell PATH),
+// writes any other serve flag given after -- once serve accepts it, and
+// says how to keep the service up while logged out.
+func TestInstallResolvesPiAndPassesServeFlags(t *testing.T) {
+	home := t.TempDir()
+	code, out, errs := runCLI(t, "install", "--systemd", "--server", "orchestrator", "--server-key", testKey, "--home", home,
+		"--binary", "/usr/local/bin/pifleet-agent", "--", "--max-execs", "2", "--pi-arg=--offline")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "loginctl enable-linger") {
+		t.Errorf("no word of lingering:\n%s", out)
+	}
+	unit, err := os.ReadFile(filepath.Join(home, ".config/systemd/user/pifleet-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, _ := exec.LookPath("pi")
+	for _, want := range []string{"--pi " + pi + " ", " --max-execs 2 --pi-arg=--offline\n"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("unit lacks %q:\n%s", want, unit)
+		}
+	}
+	if code, _, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", testKey, "--home", home,
+		"--", "--no-such-flag"); code == 0 || !strings.Contains(errs, "no-such-flag") {
+		t.Errorf("a serve flag that does not exist: exit %d, %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "install", "--systemd", "--print", "--server", "orchestrator", "--server-key", testKey, "--home", home,
+		"--pi", "no-such-pi-anywhere"); code == 0 || !strings.Contains(errs, "no-such-pi-anywhere") {
+		t.Errorf("a pi that is not there: exit %d, %s", code, errs)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,36 @@ func TestTimeoutAndUsageErrors(t *testing.T) {
 		if status != 2 || out != "" || strings.Count(errOut, "\n") != 2 || !strings.Contains(errOut, "--help' for usage.") {
 			t.Errorf("%v: status %d, stdout %q, stderr %q", args, status, out, errOut)
 		}
+	}
+}
+
+// install writes a user service that runs serve with the flags given
+// after --, once serve accepts them.
+func TestInstall(t *testing.T) {
+	home := t.TempDir()
+	status, out, errOut := runCLI(t, "install", "--systemd", "--home", home, "--binary", "/usr/local/bin/pifleet-server",
+		"--", "--agent", "buildbox=100.64.0.7:9788", "--trust", "buildbox=steer")
+	if status != 0 {
+		t.Fatalf("install: %d %s", status, errOut)
+	}
+	for _, want := range []string{"systemctl --user enable --now pifleet-server", "loginctl enable-linger", "--trust NAME=POLICY"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install says nothing of %q:\n%s", want, out)
+		}
+	}
+	unit, err := os.ReadFile(filepath.Join(home, ".config/systemd/user/pifleet-server.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ExecStart=/usr/local/bin/pifleet-server serve --agent buildbox=100.64.0.7:9788 --trust buildbox=steer\n"; !strings.Contains(string(unit), want) ||
+		strings.Contains(string(unit), "KillMode") {
+		t.Errorf("unit:\n%s\nwant %q and no KillMode", unit, want)
+	}
+	status, out, _ = runCLI(t, "install", "--launchd", "--print", "--home", home, "--binary", "/b/pifleet-server")
+	if status != 0 || !strings.Contains(out, "dev.pifleet.server.plist") || !strings.Contains(out, "<string>serve</string>") {
+		t.Errorf("launchd: %d\n%s", status, out)
+	}
+	if status, _, errOut := runCLI(t, "install", "--systemd", "--print", "--home", home, "--", "--no-such-flag"); status == 0 || !strings.Contains(errOut, "would not start") {
+		t.Errorf("install of a serve that would not parse: %d %s", status, errOut)
 	}
 }

@@ -6,7 +6,8 @@
 //	pifleet-server bundle publish --registry DIR --name NAME SRC
 //	pifleet-server bundle list --registry DIR
 //	pifleet-server bundle show --registry DIR NAME
-//	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--api ADDR] [--ui 127.0.0.1:9791]
+//	pifleet-server serve --state-dir DIR --registry DIR --agent NAME=HOST:PORT … [--trust NAME=POLICY] [--api ADDR]
+//	pifleet-server install --systemd | --launchd [--print] -- SERVE-FLAGS… [--ui 127.0.0.1:9791]
 //	pifleet-server key | key rotate [--grace 168h]
 //	pifleet-server status | tasks | watch | doctor | sessions       [--json]
 //	pifleet-server spawn --agent NAME --cwd DIR --bundle NAME | spawn --from-session REF [--attach]
@@ -42,9 +43,10 @@ import (
 type CLI struct {
 	Globals
 
-	Bundle BundleCmd `cmd:"" help:"Publish and inspect bundles in a registry directory."`
-	Serve  ServeCmd  `cmd:"" help:"Run the fleet, the bundle registry and the control API."`
-	Key    KeyCmd    `cmd:"" help:"Print or rotate the server's key (the one agents are given with --server-key)."`
+	Bundle  BundleCmd  `cmd:"" help:"Publish and inspect bundles in a registry directory."`
+	Serve   ServeCmd   `cmd:"" help:"Run the fleet, the bundle registry and the control API."`
+	Install InstallCmd `cmd:"" help:"Install a service (systemd user unit or launchd agent) that runs serve."`
+	Key     KeyCmd     `cmd:"" help:"Print or rotate the server's key (the one agents are given with --server-key)."`
 
 	Status   StatusCmd   `cmd:"" group:"Client" help:"Show agents, instances and tasks."`
 	Spawn    SpawnCmd    `cmd:"" group:"Client" help:"Spawn a worker; prints its instance id."`
