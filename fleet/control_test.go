@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -421,5 +422,26 @@ func TestDialogResolvedByItsOwnTimeoutIsNoLongerPending(t *testing.T) {
 	}
 	if err := tf.AnswerUI(t.Context(), inst.ID(), "u4", false); err != nil {
 		t.Errorf("answer of a dialog without a timeout: %v", err)
+	}
+}
+
+// The server's dial checks the name: a peer whose whois machine is not
+// the directory's name for that address is refused (never commanded as
+// that agent), even though its hello claims the right name.
+func TestDialRefusesAPeerWhoseWhoisNamesAnotherMachine(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true) // its hello says "box"
+	whois, err := identity.ParseStatic("127.0.0.1=laptop/eve@example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := startFleet(t, t.TempDir(), t.TempDir(), []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}},
+		fleet.WithWhois(whois))
+	tf.waitAgent(t, "box", transport.StateRejected)
+	st := tf.Status(t.Context())
+	if len(st.Agents) != 1 || !strings.Contains(st.Agents[0].LastError, `whois says it is "laptop"`) {
+		t.Fatalf("agents %+v", st.Agents)
+	}
+	for _, fr := range drainFrames(peer) {
+		t.Errorf("the wrong machine was sent %s", fr.FrameType())
 	}
 }
