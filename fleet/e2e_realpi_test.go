@@ -24,19 +24,26 @@ func publishFaux(t *testing.T, root string) {
 }
 
 // publishFauxAs publishes the faux provider as bundle name with the model
-// policy model (bundle.json's "model").
-func publishFauxAs(t *testing.T, root, name, model string) {
+// policy model (bundle.json's "model"), and the extensions exts (their
+// bundle paths → their source) after it.
+func publishFauxAs(t *testing.T, root, name, model string, exts ...map[string]string) {
 	t.Helper()
 	ext, err := os.ReadFile(pitest.FauxProvider(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := map[string]string{"ext/faux-provider.ts": string(ext)}
+	list := []string{`"ext/faux-provider.ts"`}
+	for _, m := range exts {
+		for rel, content := range m {
+			files[rel] = content
+			list = append(list, `"`+rel+`"`)
+		}
+	}
+	files["bundle.json"] = `{"extensions":[` + strings.Join(list, ",") + `],"model":` + model + `}`
 	src := t.TempDir()
-	for name, content := range map[string]string{
-		"ext/faux-provider.ts": string(ext),
-		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":` + model + `}`,
-	} {
-		p := filepath.Join(src, filepath.FromSlash(name))
+	for rel, content := range files {
+		p := filepath.Join(src, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"example.com/pifleet/fleet"
@@ -69,5 +71,42 @@ func TestBundleModelPinEnforced(t *testing.T) {
 				t.Fatalf("Prompt = %q, %v", text, err)
 			}
 		})
+	}
+}
+
+// With the real pi, a pinned model changed behind the fleet's back (an
+// extension of the bundle switches it) is set back after the run and the
+// drift is reported: a model_drift change, and the worker on its pinned
+// model again.
+func TestPinnedModelChangedByAnExtensionIsSetBack(t *testing.T) {
+	pitest.Find(t)
+	sw, err := os.ReadFile(filepath.Join("testdata", "switch-model.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := t.TempDir()
+	publishFauxAs(t, reg, "pinned", `{"primary":{"provider":"faux","id":"faux-1"},"pin":true}`,
+		map[string]string{"ext/switch-model.ts": string(sw)})
+	addr, ps := startAgentOf(t, pitest.RealPi, reg)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
+	tf.waitAgent(t, "worker-01", transport.StateEstablished)
+	inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "pinned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	drainChanges(tf.sub)
+	if _, err := inst.Prompt(t.Context(), "/switch-model", fleet.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tf.waitChange(t, "the drift", func(c fleet.Change) bool {
+		return c.Kind == fleet.ChangeModelDrift && c.InstanceID == inst.ID() && c.Message == "faux/faux-1 → other/other-1"
+	})
+	st, err := inst.GetState(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Model == nil || st.Model.Provider != "faux" || st.Model.ID != "faux-1" {
+		t.Errorf("the worker's model after the drift: %+v", st.Model)
 	}
 }

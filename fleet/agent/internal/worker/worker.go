@@ -643,27 +643,34 @@ func (w *Worker) settledLocked(seq uint64, s *pirpc.Settle, raw json.RawMessage,
 }
 
 // driftCheck compares the model after a settle with the one expected, and
-// sets a pinned model back.
+// sets a pinned model back. The drift of a pinned model is reported once
+// pi answered the set_model, so that Restored says what happened and a
+// get_state after the report shows the pinned model.
 func (w *Worker) driftCheck(r *pirpc.Response, seq uint64) []Event {
 	st := w.noteState(r)
 	if !w.drifted(st) {
 		return nil
 	}
 	now := st.Model.Provider + "/" + st.Model.ID
-	want := w.expectedModel()
-	d := &Drift{From: want, To: now}
+	d := &Drift{From: w.expectedModel(), To: now}
 	w.model = now
-	if pin := w.pin; pin != nil {
-		d.Restored = true
-		w.callLocked(w.gen, pirpc.SetModel{Provider: pin.provider, ModelID: pin.id}, func(r *pirpc.Response, _ uint64) []Event {
-			if r.Err() != nil {
-				w.log.Warn().Err(r.Err()).Str("model", pin.String()).Msg("could not restore the pinned model")
-				return nil
-			}
-			w.model = pin.String()
-			return nil
-		})
+	pin := w.pin
+	if pin == nil {
+		return w.driftEvent(seq, d)
 	}
+	w.callLocked(w.gen, pirpc.SetModel{Provider: pin.provider, ModelID: pin.id}, func(r *pirpc.Response, seq uint64) []Event {
+		if r.Err() != nil {
+			w.log.Warn().Err(r.Err()).Str("model", pin.String()).Msg("could not restore the pinned model")
+		} else {
+			w.model = pin.String()
+			d.Restored = true
+		}
+		return w.driftEvent(seq, d)
+	})
+	return nil
+}
+
+func (w *Worker) driftEvent(seq uint64, d *Drift) []Event {
 	w.log.Warn().Str("from", d.From).Str("to", d.To).Bool("restored", d.Restored).Msg("model drift")
 	return []Event{{Seq: seq, Kind: KindDrift, Drift: d}}
 }
