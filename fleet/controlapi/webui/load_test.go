@@ -37,6 +37,9 @@ type loadFigures struct {
 	P95GapMs   float64 `json:"p95GapMs"`
 	LongTasks  int     `json:"longTasks"`
 	LongTaskMs float64 `json:"longTaskMs"`
+	// IdleFrames is how many frames the page drew in the second before
+	// the load.
+	IdleFrames int `json:"-"`
 }
 
 // feed sends rate changes per second for d to the page: worker events of
@@ -82,7 +85,7 @@ func feed(t testing.TB, b *fakeFleet, n, rate int, d time.Duration) int {
 // measureLoad opens the page on 200 workers, feeds it 1,000 changes a
 // second for d, and returns the page's own frame figures and how long a
 // last state change took to show once the feed stopped.
-func measureLoad(t testing.TB, d time.Duration) (loadFigures, time.Duration, int) {
+func measureLoad(t testing.TB, d time.Duration) (fig loadFigures, lag time.Duration, sent int) {
 	const n, rate = 200, 1000
 	b := newFakeFleet()
 	b.status = bigFleet(n)
@@ -103,7 +106,16 @@ func measureLoad(t testing.TB, d time.Duration) (loadFigures, time.Duration, int
 		return true })()`); err != nil {
 		t.Fatal(err)
 	}
-	sent := feed(t, b, n, rate, d)
+	// A second without load first: the machine's own frame rate, which
+	// the test compares the loaded one with.
+	idle, err := browsertest.Eval[int](ctx, step, `new Promise((done) => {
+		const L = window.__load, start = L.gaps.length;
+		setTimeout(() => { done(L.gaps.length - start); L.gaps = []; L.long = 0; L.longMs = 0; }, 1000) })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fig.IdleFrames = idle
+	sent = feed(t, b, n, rate, d)
 	// The last word: i-0001 escalated; how long until its card says so.
 	b.setStatus(func(st *controlapi.Status) { st.Instances[1].State = "escalated" })
 	start := time.Now()
@@ -112,14 +124,15 @@ func measureLoad(t testing.TB, d time.Duration) (loadFigures, time.Duration, int
 		`document.querySelector('[data-instance="i-0001"] .state')?.textContent === 'escalated'`); err != nil {
 		t.Fatalf("the last change never showed: %v", err)
 	}
-	lag := time.Since(start)
-	fig, err := browsertest.Eval[loadFigures](ctx, step, `(() => {
+	lag = time.Since(start)
+	fig, err = browsertest.Eval[loadFigures](ctx, step, `(() => {
 		const L = window.__load; L.on = false;
 		const g = L.gaps.slice(1).sort((a, b) => a - b);
 		return {frames: g.length, maxGapMs: g[g.length - 1] || 0, p95GapMs: g[Math.floor(g.length * 0.95)] || 0, longTasks: L.long, longTaskMs: L.longMs} })()`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fig.IdleFrames = idle
 	return fig, lag, sent
 }
 
@@ -132,8 +145,11 @@ func TestPageKeepsUpWithABigFleet(t *testing.T) {
 	}
 	fig, lag, sent := measureLoad(t, 3*time.Second)
 	t.Logf("sent %d changes; page: %+v; last change shown after %v", sent, fig, lag)
-	if fig.Frames < 30 {
-		t.Errorf("the page drew %d frames in 3 s of load: it stalled", fig.Frames)
+	// Against the same machine a second earlier, so that a machine busy
+	// with other work does not fail the test: under the feed the page
+	// still draws at least a quarter of its idle frame rate.
+	if idleRate, loadRate := float64(fig.IdleFrames), float64(fig.Frames)/3; loadRate < idleRate/4 {
+		t.Errorf("the page drew %.0f frames a second under load, %d idle: it stalled", loadRate, fig.IdleFrames)
 	}
 }
 
@@ -144,6 +160,8 @@ func BenchmarkPageUnderLoad(b *testing.B) {
 		fig, lag, sent := measureLoad(b, 5*time.Second)
 		b.ReportMetric(float64(sent)/5, "changes/s")
 		b.ReportMetric(fig.P95GapMs, "p95-frame-ms")
+		b.ReportMetric(float64(fig.IdleFrames), "idle-fps")
+		b.ReportMetric(float64(fig.Frames)/5, "loaded-fps")
 		b.ReportMetric(fig.MaxGapMs, "max-frame-ms")
 		b.ReportMetric(float64(fig.LongTasks), "long-tasks")
 		b.ReportMetric(fig.LongTaskMs, "long-task-ms")
