@@ -102,8 +102,17 @@ func (f *Fleet) fireConnLocked(a *agentState, ev transport.ConnEvent, cause erro
 		msg = cause.Error()
 		a.lastErr = msg
 	}
+	logMsg := "connection transition"
+	switch a.m.State() {
+	case transport.StateEstablished:
+		logMsg = "agent connected"
+	case transport.StateLost:
+		if from == transport.StateEstablished {
+			logMsg = "agent lost"
+		}
+	}
 	f.log.Info().Str("agent", a.name).Str("event", string(ev)).Str("from", string(from)).Str("to", string(a.m.State())).
-		Str("cause", msg).Msg("connection transition")
+		Str("cause", msg).Msg(logMsg)
 	f.publishLocked(Change{Kind: ChangeAgentState, Agent: a.name, Event: string(ev), From: string(from),
 		To: string(a.m.State()), Message: msg})
 	f.agentsChangedLocked()

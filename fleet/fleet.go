@@ -496,8 +496,18 @@ func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*server
 	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
 		f.persistInstanceLocked(inst)
 	}
-	f.log.Info().Str("instance", inst.id).Str("agent", inst.agent).Str("traceId", inst.rec.TraceID).
-		Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).Msg("instance transition")
+	msg := "instance transition"
+	switch {
+	case ev == EventSpawned:
+		msg = "worker spawned"
+	case ev == EventConnectionLost:
+		msg = "worker unreachable: its agent is lost"
+	case InstanceTable.IsFinal(to):
+		msg = "worker ended"
+	}
+	f.log.Info().Str("instance", inst.id).Str("agent", inst.agent).Str("cwd", inst.rec.Cwd).Str("bundle", inst.rec.Bundle).
+		Str("traceId", inst.rec.TraceID).Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).
+		Str("reason", inst.rec.EndReason).Msg(msg)
 	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, TaskID: inst.openTask,
 		Event: string(ev), From: string(from), To: string(to)})
 	// idle and running always mean reachable.
