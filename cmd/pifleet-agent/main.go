@@ -24,11 +24,12 @@ import (
 type CLI struct {
 	Globals
 
-	Serve   ServeCmd       `cmd:"" help:"Listen for (and optionally dial) the pinned server, and supervise pi workers."`
-	Doctor  DoctorCmd      `cmd:"" help:"Check this machine: pi, state directory, tailscale, bundle cache."`
-	Version cli.VersionCmd `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
-	Install InstallCmd     `cmd:"" help:"Install a service (systemd user unit or launchd agent) that runs the agent."`
-	Shim    ShimCmd        `cmd:"" hidden:"" help:"Run a worker shim (started by the agent itself)."`
+	Serve      ServeCmd          `cmd:"" help:"Listen for (and optionally dial) the pinned server, and supervise pi workers."`
+	Doctor     DoctorCmd         `cmd:"" help:"Check this machine: pi, state directory, tailscale, bundle cache."`
+	Version    cli.VersionCmd    `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
+	Completion cli.CompletionCmd `cmd:"" help:"Print a shell completion script: bash, zsh or fish."`
+	Install    InstallCmd        `cmd:"" help:"Install a service (systemd user unit or launchd agent) that runs the agent."`
+	Shim       ShimCmd           `cmd:"" hidden:"" help:"Run a worker shim (started by the agent itself)."`
 }
 
 // Globals and Output are the shared CLI plumbing (internal/cli).

@@ -75,9 +75,10 @@ type CLI struct {
 	Baseline BaselineCmd `cmd:"" group:"Client" help:"Create baseline sessions."`
 	Resume   ResumeCmd   `cmd:"" group:"Client" help:"Start a worker on a session of the registry; prints its instance id."`
 
-	Version cli.VersionCmd `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
-	Deliver DeliverCmd     `cmd:"" group:"Client" help:"Deliver an isolated task's work: as a branch, a patch, or merged."`
-	Exec    ExecCmd        `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
+	Version    cli.VersionCmd    `cmd:"" help:"Print the version: module version, VCS revision, Go version, platform."`
+	Completion cli.CompletionCmd `cmd:"" help:"Print a shell completion script: bash, zsh or fish."`
+	Deliver    DeliverCmd        `cmd:"" group:"Client" help:"Deliver an isolated task's work: as a branch, a patch, or merged."`
+	Exec       ExecCmd           `cmd:"" group:"Client" help:"Run a command on an agent's machine or in a worker's tree (tests, builds); exits with its status."`
 
 	MCP         MCPCmd         `cmd:"" name:"mcp" group:"Orchestrating LLMs" help:"Serve the fleet's tools to an MCP client (stdio; or streamable HTTP with --http)."`
 	PiExtension PiExtensionCmd `cmd:"" name:"pi-extension" group:"Orchestrating LLMs" help:"Write the pi extension that gives pi the fleet's tools and print its path (--install: into pi's extensions directory)."`

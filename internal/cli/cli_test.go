@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -32,8 +33,9 @@ func (c *greetCmd) Run(g *cli.Globals, log zerolog.Logger, out *cli.Output) erro
 
 type grammar struct {
 	cli.Globals
-	Greet   greetCmd       `cmd:""`
-	Version cli.VersionCmd `cmd:""`
+	Greet      greetCmd          `cmd:""`
+	Version    cli.VersionCmd    `cmd:""`
+	Completion cli.CompletionCmd `cmd:""`
 }
 
 func run(args ...string) (int, string, string) {
@@ -104,5 +106,32 @@ func TestVersion(t *testing.T) {
 	var b cli.Build
 	if err := json.Unmarshal([]byte(out), &b); code != 0 || err != nil || b.Go != runtime.Version() || b.Version == "" {
 		t.Errorf("version --json: status %d, %v, %q", code, err, out)
+	}
+}
+
+// The bash script completes commands and flags, run by a real bash; zsh
+// gets the same through bashcompinit, fish its own lines.
+func TestCompletion(t *testing.T) {
+	code, script, _ := run("completion", "bash")
+	if code != 0 {
+		t.Fatalf("completion bash: %d", code)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash here")
+	}
+	probe := script + `
+COMP_WORDS=(demo gr); COMP_CWORD=1; _demo_complete; echo "${COMPREPLY[*]}"
+COMP_WORDS=(demo greet --log-l); COMP_CWORD=2; _demo_complete; echo "${COMPREPLY[*]}"
+`
+	out, err := exec.Command(bash, "-c", probe).CombinedOutput()
+	if err != nil || string(out) != "greet\n--log-level\n" {
+		t.Errorf("bash completion: %v\n%s", err, out)
+	}
+	if code, out, _ := run("completion", "zsh"); code != 0 || !strings.HasPrefix(out, "autoload -U +X bashcompinit") {
+		t.Errorf("completion zsh: %d %q", code, out)
+	}
+	if code, out, _ := run("completion", "fish"); code != 0 || !strings.Contains(out, "complete -c demo -n '__fish_use_subcommand' -a greet") {
+		t.Errorf("completion fish: %d %q", code, out)
 	}
 }
