@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -39,21 +38,9 @@ type InstallCmd struct {
 
 // Run writes or prints the definition.
 func (c *InstallCmd) Run(out *Output) error {
-	home := c.Home
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return err
-		}
-		home = h
-	}
-	bin := c.Binary
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		bin = exe
+	home, bin, err := service.Defaults(c.Home, c.Binary)
+	if err != nil {
+		return err
 	}
 	// A service does not run with the user's shell PATH: pi is named by
 	// its absolute path.
@@ -82,23 +69,7 @@ func (c *InstallCmd) Run(out *Output) error {
 		// Stopping the agent must not kill the workers' shims: they
 		// outlive it and the next agent re-adopts them.
 		KeepChildren: true, Argv: append([]string{bin}, args...)}
-	if c.Print {
-		text, err := spec.Render(kind)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out.Out, "# %s\n%s", spec.Path(kind, home), text)
-		return nil
-	}
-	path, err := spec.Write(kind, home)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(out.Out, "wrote", path)
-	for _, step := range spec.NextSteps(kind, path) {
-		fmt.Fprintln(out.Out, step)
-	}
-	return nil
+	return spec.Install(kind, home, c.Print, out.Out)
 }
 
 // checkServeArgs parses the service's command line as serve would, so that

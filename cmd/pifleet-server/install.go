@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/alecthomas/kong"
 
@@ -23,21 +22,9 @@ type InstallCmd struct {
 
 // Run writes or prints the definition.
 func (c *InstallCmd) Run(out *Output) error {
-	home := c.Home
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return err
-		}
-		home = h
-	}
-	bin := c.Binary
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		bin = exe
+	home, bin, err := service.Defaults(c.Home, c.Binary)
+	if err != nil {
+		return err
 	}
 	flags := c.Serve
 	if len(flags) > 0 && flags[0] == "--" {
@@ -53,21 +40,8 @@ func (c *InstallCmd) Run(out *Output) error {
 	}
 	spec := service.Spec{Name: "pifleet-server", Label: "dev.pifleet.server",
 		Description: "pifleet server (orchestrates pi coding-agent workers)", Argv: append([]string{bin}, args...)}
-	if c.Print {
-		text, err := spec.Render(kind)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out.Out, "# %s\n%s", spec.Path(kind, home), text)
-		return nil
-	}
-	path, err := spec.Write(kind, home)
-	if err != nil {
+	if err := spec.Install(kind, home, c.Print, out.Out); err != nil || c.Print {
 		return err
-	}
-	fmt.Fprintln(out.Out, "wrote", path)
-	for _, step := range spec.NextSteps(kind, path) {
-		fmt.Fprintln(out.Out, step)
 	}
 	fmt.Fprintln(out.Out, "a service has no terminal to ask about first contact: admit agents with --trust NAME=POLICY or pifleet-server trust set")
 	return nil

@@ -343,14 +343,9 @@ func (c *LogsCmd) Run(out *Output) error {
 			return nil
 		}
 		for {
-			ch, err := s.Next()
-			switch {
-			case ctx.Err() != nil:
-				return nil // interrupted
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-				return errors.New("the server closed the stream (stopped?)")
-			case err != nil:
-				return err
+			ch, err := nextChange(ctx, s)
+			if err != nil || ch == nil {
+				return err // nil: interrupted
 			}
 			if ch.InstanceID != c.Instance {
 				continue

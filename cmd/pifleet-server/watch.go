@@ -29,14 +29,9 @@ func (c *WatchCmd) Run(out *Output) error {
 		defer s.Close()
 		enc := json.NewEncoder(out.Out)
 		for {
-			ch, err := s.Next()
-			switch {
-			case ctx.Err() != nil:
-				return nil // interrupted
-			case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-				return errors.New("the server closed the stream (stopped?)")
-			case err != nil:
-				return err
+			ch, err := nextChange(ctx, s)
+			if err != nil || ch == nil {
+				return err // nil: interrupted
 			}
 			if ch.Kind == controlapi.ChangeEvent && !c.Events {
 				continue
@@ -47,7 +42,7 @@ func (c *WatchCmd) Run(out *Output) error {
 				}
 				continue
 			}
-			for _, line := range describeChange(ch) {
+			for _, line := range describeChange(*ch) {
 				if _, err := fmt.Fprintln(out.Out, line); err != nil {
 					return err
 				}
@@ -116,4 +111,20 @@ func describeChange(ch controlapi.Change) []string {
 // indentAfterFirst indents every line of s but the first by n spaces.
 func indentAfterFirst(s string, n int) string {
 	return strings.ReplaceAll(s, "\n", "\n"+strings.Repeat(" ", n))
+}
+
+// nextChange reads the next change of a watch stream: nil without an
+// error when ctx ended (the user interrupted), and an error saying so
+// when the server ended the stream.
+func nextChange(ctx context.Context, s *controlapi.Stream) (*controlapi.Change, error) {
+	ch, err := s.Next()
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, errors.New("the server closed the stream (stopped?)")
+	case err != nil:
+		return nil, err
+	}
+	return &ch, nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,45 @@ func (s Spec) Write(k Kind, home string) (string, error) {
 		return "", err
 	}
 	return path, os.WriteFile(path, []byte(text), 0o644)
+}
+
+// Install prints the definition of s (printOnly), or writes it under
+// home and prints where, and what starts it.
+func (s Spec) Install(k Kind, home string, printOnly bool, w io.Writer) error {
+	if printOnly {
+		text, err := s.Render(k)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "# %s\n%s", s.Path(k, home), text)
+		return err
+	}
+	path, err := s.Write(k, home)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "wrote", path)
+	for _, step := range s.NextSteps(k, path) {
+		fmt.Fprintln(w, step)
+	}
+	return nil
+}
+
+// Defaults fills in an empty home (the user's) and binary (the running
+// executable).
+func Defaults(home, binary string) (string, string, error) {
+	var err error
+	if home == "" {
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", "", err
+		}
+	}
+	if binary == "" {
+		if binary, err = os.Executable(); err != nil {
+			return "", "", err
+		}
+	}
+	return home, binary, nil
 }
 
 // NextSteps are the commands that start the written service, and what
