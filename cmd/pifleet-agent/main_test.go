@@ -263,6 +263,10 @@ func fakePiOnPath(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// PIFLEET_PI is --pi's variable, and the real-pi test runs export it:
+	// hidden here, so that install looks pi up on PATH.
+	t.Setenv("PIFLEET_PI", "")
+	os.Unsetenv("PIFLEET_PI")
 	return pi
 }
 
