@@ -32,9 +32,20 @@ func agentSpec(t *testing.T, role string) (Spec, string) {
 // killShim kills the shim of instance id with SIGKILL.
 func killShim(t *testing.T, agentDir, id string) {
 	t.Helper()
-	shimPID, _, err := e2ekit.WorkerProcesses(agentDir, id)
+	shimPID, workerPID, err := e2ekit.WorkerProcesses(agentDir, id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The watchdog ends the worker's group after the spec's grace; a test
+	// whose grace outlasts it (a stubborn worker, a long StopGrace) would
+	// leave the group behind, so the test ends it while it is still the
+	// worker's.
+	if pgid, err := syscall.Getpgid(workerPID); err == nil {
+		t.Cleanup(func() {
+			if now, err := syscall.Getpgid(workerPID); err == nil && now == pgid {
+				syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+		})
 	}
 	if err := syscall.Kill(shimPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
