@@ -137,12 +137,10 @@ func TestRealPiIsolatedWorkers(t *testing.T) {
 	c := h.dial(t)
 	c.hello()
 	repo := gitRepo(t)
-	var insts []transport.InstanceInfo
 	for i, who := range []string{"alpha", "beta"} {
 		in := c.mustSpawn("s"+who, repo, "faux", isolatedSpawn(func(f *transport.SpawnFrame) {
 			f.Env = map[string]string{"PI_FLEET_SERVER": srv.URL}
 		}))
-		insts = append(insts, in)
 		c.rpc(in.InstanceID, "t-"+who, prompt("p", "write: f.txt by "+who+"\nsay: done"))
 		td := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.TaskID == "t-"+who })
 		c.ack(td)
