@@ -29,7 +29,11 @@ func TestWorkerExitNotice(t *testing.T) {
 	v1.hello()
 	inst := a.mustSpawn("s1", h.cwd, "default", nil)
 	other := a.mustSpawn("s2", h.cwd, "default", nil)
-	a.rpc(inst.InstanceID, "task-1", prompt("p1", "bash: sleep 600"))
+	// A tool that runs until the test is over: like pi's, it has a process
+	// group of its own and outlives a worker killed with SIGKILL, so it
+	// ends with the test's directory instead of minutes later.
+	alive := t.TempDir()
+	a.rpc(inst.InstanceID, "task-1", prompt("p1", "bash: while [ -d "+alive+" ]; do sleep 0.2; done"))
 	a.nextEvent(inst.InstanceID, typeIs("agent_start"))
 
 	_, workerPID, err := e2ekit.WorkerProcesses(h.cfg.StateDir, inst.InstanceID)
