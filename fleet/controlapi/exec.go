@@ -131,10 +131,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	if r.URL.Query().Get("stream") == "" {
 		res, err := s.b.Exec(r.Context(), req, nil, nil)
 		s.reply(w, r, res, err)

@@ -202,11 +202,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// decode reads a JSON body into v. An empty body leaves v as is.
+// decode reads a JSON body into v and, when v can validate itself, checks
+// it. An empty body leaves v as is (and is checked as such).
 func decode(r *http.Request, v any) error {
 	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
 	err := json.NewDecoder(body).Decode(v)
 	if err == nil || errors.Is(err, io.EOF) {
+		// A request that knows its own rules is checked here, once for
+		// every handler that takes it.
+		if c, ok := v.(interface{ validate() error }); ok {
+			return c.validate()
+		}
 		return nil
 	}
 	var tooBig *http.MaxBytesError
@@ -241,10 +247,6 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	s.streamSpawn(w, r, func(progress func(SpawnProgress)) (SpawnResult, error) {
 		return s.b.Spawn(r.Context(), req, progress)
 	})
@@ -253,10 +255,6 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	var req ResumeRequest
 	if err := decode(r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := req.validate(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -656,10 +654,6 @@ func (s *Server) searchSessions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) createBaseline(w http.ResponseWriter, r *http.Request) {
 	var req BaselineRequest
 	if err := decode(r, &req); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := req.validate(); err != nil {
 		s.fail(w, r, err)
 		return
 	}

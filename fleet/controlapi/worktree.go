@@ -86,10 +86,6 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := req.validate(); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	d, err := s.b.Deliver(r.Context(), r.PathValue("id"), req)
 	s.reply(w, r, d, err)
 }
