@@ -137,10 +137,13 @@ type Config struct {
 	// worker within it share one catch-up, off the prompt's path. A
 	// reconnect or a stop catches up at once.
 	MirrorDelay time.Duration
-	// OnTaskDone is told of every task_done exactly once (see Fleet's
-	// documentation), on one goroutine, in receipt order. It should be
-	// idempotent on TaskReport.Key: a crash between its return and the
-	// record of the notification replays it after the restart.
+	// OnTaskDone is told of every task_done at least once, on one
+	// goroutine, in receipt order (the package documentation, "Task_done
+	// delivery"). It is told of a report again, with the same
+	// TaskReport.Key, only after the server process ended between the
+	// call's start and the fleet's record of its return; an application
+	// that must act exactly once records the key with the report's effect
+	// and skips a key it has seen.
 	OnTaskDone func(TaskReport)
 	// Now is the clock (default time.Now).
 	Now func() time.Time

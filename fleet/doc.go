@@ -17,12 +17,28 @@
 // its final answer, PromptAsync does not wait, and Steer, FollowUp, Abort,
 // Stop, Output, SetModel, SetTools, Rebundle and the file review calls
 // (Diff, Read, List, Grep) act on it. Submit sends a tracked prompt and
-// returns a *Task; the application hears of each task_done exactly once
-// (WithTaskDone; TaskKey names each notification), even across restarts
-// of the server, then decides with
-// Accept, Reject or, once escalated, Decide. Status and Subscribe show
+// returns a *Task; the application hears of each task_done through
+// WithTaskDone, then decides with Accept, Reject or, once escalated,
+// Decide. Status and Subscribe show
 // agents, instances and tasks as they change. The package's Example is the
 // whole loop.
+//
+// # Task_done delivery: at least once, with a stable key
+//
+// The fleet hands every task_done to the WithTaskDone callback at least
+// once, whenever the server process is killed (kill -9, power loss): a
+// report the agent sent is recorded durably before the agent is told it
+// arrived, and a recorded report is handed to the callback until the
+// fleet has recorded that the callback returned. A report is handed out
+// again only when the process ended between the callback's start and that
+// record; the repeat comes after the restart, and is the same TaskReport
+// with the same Key (TaskKey: instance, task and the agent's sequence
+// number of the report). A clean Close never repeats one. An application
+// that must act exactly once records TaskReport.Key in the same
+// transaction as the effect of the report (or before returning, in a
+// store that survives the crash) and skips a key it has recorded:
+// ExampleWithTaskDone does. The server's kill campaign (README,
+// "Reliability") counts this across hundreds of kills.
 //
 // # Sessions
 //

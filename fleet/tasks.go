@@ -35,11 +35,13 @@ func (t *task) markDoneLocked() {
 	}
 }
 
-// TaskKey names one task_done notification: the instance, the task, and
-// the agent's sequence number of the notification. The fleet delivers each
-// key once; a handler that must act exactly once is idempotent on it (a
-// crash between the handler's return and the fleet's record of it replays
-// the notification after the restart).
+// TaskKey names one task_done report: the instance, the task, and the
+// agent's sequence number of the report. It is the dedupe key of
+// Config.OnTaskDone's at-least-once delivery: a report handed out again
+// after a crash of the server has the same key, and two different reports
+// (a task's first run and its revision after a rejection) never share
+// one. It is comparable, so it can key a map, and String is a stable form
+// to store.
 type TaskKey struct {
 	InstanceID string
 	TaskID     string
@@ -197,7 +199,8 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 
 // Submit sends text to an idle worker as a tracked task: the agent
 // reports its end with a durable task_done (Config.OnTaskDone hears of it
-// exactly once) and the instance waits in awaiting_review for a verdict.
+// at least once, keyed by TaskReport.Key) and the instance waits in
+// awaiting_review for a verdict.
 func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) (*Task, error) {
 	f := i.f
 	f.mu.Lock()

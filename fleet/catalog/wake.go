@@ -16,7 +16,9 @@ import (
 const seenCap = 4096
 
 // Wakes subscribes to the wakes of the orchestrator: one per durable
-// task_done (the fleet hears of each exactly once) and one per escalation.
+// task_done and one per escalation; a key names each, so that a repeat
+// (the overlap below, or a task_done the fleet hands out again after a
+// crash of the server) can be dropped.
 // With pending, the wakes of the tasks now awaiting review or a human are
 // returned first. When the fleet reports that the subscription lost
 // changes, the tasks are listed again, so a lost task_done still wakes.

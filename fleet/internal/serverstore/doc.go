@@ -20,11 +20,13 @@
 // runs several changes (a task's review state and its instance's state)
 // as one transaction.
 //
-// # Delivering task_done exactly once
+// # Delivering task_done at least once, with a stable key
 //
 // The agent keeps each task_done in its outbox and re-sends it, with the
 // same seq, until it receives task_done_ack; the application must hear of
-// each report once, across server restarts (AC-3.5). The server:
+// every report, across server restarts and kill -9 at any moment (AC-3.5),
+// and hears of one twice only when the server died while telling it, with
+// the same key both times. The server:
 //
 //  1. At start, before connecting to any agent, hands every report of
 //     PendingNotifications to the application, calling MarkNotified after
@@ -39,10 +41,11 @@
 //
 // The guarantee, relative to MarkNotified: a recorded report is handed to
 // the application until MarkNotified(key) has committed, and never after.
-// A crash between the application's handler and MarkNotified hands the
-// report to the application again after the restart (at least once), so
-// an application that must act exactly once makes its handler idempotent
-// on the report's DedupeKey, or records its effect before returning. A
+// A crash between the start of the application's handler and MarkNotified
+// hands the report to the application again after the restart (at least
+// once, same key), so an application that must act exactly once records
+// the report's key in the same transaction as its effect and skips a key
+// it has recorded (package fleet exports the key as TaskKey). A
 // report the application was told of and that MarkNotified recorded is
 // never handed out again, whatever the agent replays, as long as its key
 // is retained (below).
