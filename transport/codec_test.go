@@ -93,7 +93,7 @@ func TestChecklist02SamplesCoverEveryType(t *testing.T) {
 	if len(want) != 36 {
 		t.Fatalf("expectation lists %d types", len(want))
 	}
-	registered := FrameTypes()
+	registered := frameTypes()
 	for _, ty := range want {
 		if !slices.Contains(registered, ty) {
 			t.Errorf("registry lacks the reference type %s", ty)

@@ -31,7 +31,7 @@ type Decoder struct {
 	scan       int // buf[start:scan] is known to hold no LF
 	discarding bool
 	err        error
-	s          Schema
+	s          schema
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -137,7 +137,7 @@ func ParseFrame(record []byte) (Frame, error) {
 	if n := len(record); n > 0 && record[n-1] == '\r' {
 		record = record[:n-1]
 	}
-	s := parsers.Get().(*Schema)
+	s := parsers.Get().(*schema)
 	defer parsers.Put(s)
 	f, perr := s.parseFrame(record)
 	if perr != nil {
@@ -146,17 +146,17 @@ func ParseFrame(record []byte) (Frame, error) {
 	return f, nil
 }
 
-var parsers = sync.Pool{New: func() any { return new(Schema) }}
+var parsers = sync.Pool{New: func() any { return new(schema) }}
 
 // parseFrame runs the checks of reference 1.3 in order: JSON syntax,
 // object, known type, version, schema.
-func (s *Schema) parseFrame(rec []byte) (Frame, *ProtocolError) {
+func (s *schema) parseFrame(rec []byte) (Frame, *ProtocolError) {
 	f, err := s.checkFrame(rec)
 	s.data = nil // do not pin the caller's buffer
 	return f, err
 }
 
-func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
+func (s *schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 	i := skipSpace(rec, 0)
 	if i == len(rec) {
 		return nil, errInvalidJSON()
@@ -211,9 +211,9 @@ func (s *Schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 
 	f := s.frames.take(k)
 	h := f.Envelope()
-	s.String("id", &h.ID, Optional)
-	s.String("traceId", &h.TraceID, Optional)
-	f.Schema(s)
+	s.String("id", &h.ID, optional)
+	s.String("traceId", &h.TraceID, optional)
+	f.schema(s)
 	if s.err != nil {
 		return nil, s.err
 	}

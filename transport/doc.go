@@ -1,8 +1,8 @@
 // Package transport is the server ⇄ agent wire protocol of pifleet,
 // version 1, wire-compatible with the TypeScript pi-fleet: typed frames,
-// their validation, the JSONL codec, the connection (Conn), the connection
-// lifecycle of seed §2 driven over a real socket (Redialer), and the
-// accept side's gate (Server, Admit).
+// their validation, the JSONL codec, the connection (Conn), a connection
+// kept up to one peer with reconnects (Redialer), and the accept side's
+// gate (Server, Admit).
 //
 // # Frames
 //
@@ -25,7 +25,7 @@
 // record at MaxFrameBytes; a longer one costs exactly one
 // CodeFrameTooLarge error and is skipped as it streams in, with no more
 // than MaxFrameBytes+1 bytes ever buffered. Each record goes through the
-// checks of the reference in order: invalid_json, not_an_object,
+// protocol's checks in order: invalid_json, not_an_object,
 // unknown_frame_type (checked before the version, so {"v":2,"type":"x"} is
 // an unknown type), unsupported_version, schema_violation with a message
 // naming the field ("invalid spawn frame at /bundle: must be string").
@@ -33,46 +33,11 @@
 // and so on) and decoding goes on; a caller never sees a partly valid
 // frame. Unknown extra fields are allowed.
 //
-// Decoding uses a purpose-built validating scanner rather than
-// encoding/json: the record is validated and split into members in one
-// pass, then each frame's Schema method picks its fields out of it. This
-// is several times faster than encoding/json and allocates only the frame,
-// its strings and its raw values (see BenchmarkDecodeEvents).
-// AppendFrame encodes without allocating; MarshalFrame and Encoder wrap
-// it.
-//
-// # Adding a frame type
-//
-// A new frame (for a feature the reference lacks) is three things, all in
-// this package: a struct that embeds Header with a FrameType method naming
-// it on the wire; its Schema method, which lists every field once (wire
-// name, Go field, Required or Optional) and is at the same time its
-// validation and its encoding; and one line in the registry, frameKinds in
-// registry.go. For example:
-//
-//	// ReplayFrame (A→S) replays buffered events after a reconnect.
-//	type ReplayFrame struct {
-//		Header
-//		InstanceID string
-//		Since      float64
-//		Events     []ReplayedEvent // ReplayedEvent has a Schema method too
-//	}
-//
-//	func (*ReplayFrame) FrameType() string { return "event_replay" }
-//
-//	func (f *ReplayFrame) Schema(s *Schema) {
-//		s.String("instanceId", &f.InstanceID, Required)
-//		s.Number("since", &f.Since)
-//		Structs(s, "events", &f.Events, Required)
-//	}
-//
-//	// and in frameKinds:
-//	kind[ReplayFrame](),
-//
-// Then give it a sample for the round-trip tests (referenceSamples in
-// samples_test.go, or a moreSamples hook in the new frames' own test file;
-// a test fails while a registered type has none) and document the frame,
-// with the reason for it, in the project's protocol file.
+// Decoding does not use encoding/json: each record is validated and split
+// into members in one pass, then the frame's fields are picked out of it.
+// This is several times faster than encoding/json and allocates only the
+// frame, its strings and its raw values. AppendFrame encodes without
+// allocating; MarshalFrame and Encoder wrap it.
 //
 // # Connections
 //
@@ -83,7 +48,7 @@
 // to a handler in arrival order (queued until one is set). A bad record is
 // answered with an error frame and the connection stays up, except for a
 // frame of another protocol version, which is answered and then closes the
-// connection (AC-X.6). An error frame is never answered with another. The
+// connection. An error frame is never answered with another. The
 // send queue is bounded; a peer that stops reading closes the connection
 // as stalled instead of growing memory. Why a connection closed is kept:
 // Err returns a *ClosedError whose Reason is one of the CloseReason values.
@@ -98,8 +63,8 @@
 //
 //   - "toString", "__proto__" and "constructor" are not frame types (the
 //     TS side accepts names of Object.prototype by accident).
-//   - A v:2 frame closes the connection after the error frame, as AC-X.6
-//     asks (the TS side keeps it open).
+//   - A v:2 frame closes the connection after the error frame (the TS side
+//     keeps it open): a peer speaking another version cannot be understood.
 //   - A number beyond ±1.8e308 (Infinity in JavaScript) is a schema
 //     violation, since it could not be sent back out as JSON.
 //   - When a frame has several problems, the first in field order is

@@ -18,7 +18,7 @@ import (
 // with an *EncodeError when a raw field is not valid JSON or a number is
 // NaN or infinite. On error dst is returned unchanged in length.
 func AppendFrame(dst []byte, f Frame) ([]byte, error) {
-	s := encoders.Get().(*Schema)
+	s := encoders.Get().(*schema)
 	defer encoders.Put(s)
 	start := len(dst)
 	s.buf, s.comma, s.encErr, s.frameType = dst, false, nil, f.FrameType()
@@ -34,7 +34,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 		s.key("traceId")
 		s.buf = jsjson.AppendString(s.buf, h.TraceID)
 	}
-	f.Schema(s)
+	f.schema(s)
 	s.buf = append(s.buf, '}', '\n')
 	out := s.buf
 	s.buf = nil
@@ -51,7 +51,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	return out, nil
 }
 
-var encoders = sync.Pool{New: func() any { return &Schema{encoding: true} }}
+var encoders = sync.Pool{New: func() any { return &schema{encoding: true} }}
 
 // MarshalFrame returns f as one JSON object followed by LF.
 func MarshalFrame(f Frame) ([]byte, error) {

@@ -24,11 +24,11 @@ type Header struct {
 // embeds Header satisfies Frame's Envelope method.
 func (h *Header) Envelope() *Header { return h }
 
-// Frame is one protocol frame. Every frame type is a struct embedding
-// Header, with a FrameType method naming it on the wire and a Schema method
-// listing its fields; the pointer to the struct implements Frame.
+// Frame is one protocol frame: a pointer to one of this package's frame
+// structs (HelloFrame, SpawnFrame, EventFrame, …), each embedding Header.
+// The set is closed: the codec knows how to check and write each of them.
 type Frame interface {
-	Object
+	shape
 	// FrameType returns the wire name, e.g. "spawn".
 	FrameType() string
 	// Envelope returns the frame's id and traceId.
@@ -110,17 +110,17 @@ type HelloFrame struct {
 // FrameType returns "hello".
 func (*HelloFrame) FrameType() string { return TypeHello }
 
-// Schema lists hello's fields.
-func (f *HelloFrame) Schema(s *Schema) {
-	s.String("machine", &f.Machine, Required)
-	Enum(s, "role", &f.Role, Required, RoleServer, RoleAgent)
-	s.String("packageVersion", &f.PackageVersion, Required)
-	s.String("platform", &f.Platform, Required)
-	Structs(s, "availableModels", &f.AvailableModels, Optional)
-	s.Strings("capabilities", &f.Capabilities, Optional)
-	s.String("challenge", &f.Challenge, Optional)
-	Structs(s, "proofs", &f.Proofs, Optional)
-	s.Bool("proxied", &f.Proxied, Optional)
+// schema lists hello's fields.
+func (f *HelloFrame) schema(s *schema) {
+	s.String("machine", &f.Machine, required)
+	enum(s, "role", &f.Role, required, RoleServer, RoleAgent)
+	s.String("packageVersion", &f.PackageVersion, required)
+	s.String("platform", &f.Platform, required)
+	structsField(s, "availableModels", &f.AvailableModels, optional)
+	s.Strings("capabilities", &f.Capabilities, optional)
+	s.String("challenge", &f.Challenge, optional)
+	structsField(s, "proofs", &f.Proofs, optional)
+	s.Bool("proxied", &f.Proxied, optional)
 }
 
 // HeartbeatFrame (both ways, every 15 s) keeps the connection alive. Conn
@@ -130,8 +130,8 @@ type HeartbeatFrame struct{ Header }
 // FrameType returns "heartbeat".
 func (*HeartbeatFrame) FrameType() string { return TypeHeartbeat }
 
-// Schema: heartbeat has no fields.
-func (*HeartbeatFrame) Schema(*Schema) {}
+// schema: heartbeat has no fields.
+func (*HeartbeatFrame) schema(*schema) {}
 
 // ErrorFrame (both ways) reports a protocol or dispatch error. It is never
 // answered with another error frame.
@@ -144,10 +144,10 @@ type ErrorFrame struct {
 // FrameType returns "error".
 func (*ErrorFrame) FrameType() string { return TypeError }
 
-// Schema lists error's fields.
-func (f *ErrorFrame) Schema(s *Schema) {
-	s.String("code", &f.Code, Required)
-	s.String("message", &f.Message, Required)
+// schema lists error's fields.
+func (f *ErrorFrame) schema(s *schema) {
+	s.String("code", &f.Code, required)
+	s.String("message", &f.Message, required)
 }
 
 // SpawnFrame (S→A) starts a worker.
@@ -173,17 +173,17 @@ type SpawnFrame struct {
 // FrameType returns "spawn".
 func (*SpawnFrame) FrameType() string { return TypeSpawn }
 
-// Schema lists spawn's fields.
-func (f *SpawnFrame) Schema(s *Schema) {
-	s.String("cwd", &f.Cwd, Required)
-	s.String("bundle", &f.Bundle, Required)
-	s.String("bundleHash", &f.BundleHash, Optional)
-	s.String("fromSession", &f.FromSession, Optional)
-	Enum(s, "sessionMode", &f.SessionMode, Optional, SessionClone, SessionAttach)
-	OptStruct(s, "model", &f.Model)
-	s.StringMap("env", &f.Env, Optional)
-	OptStruct(s, "budget", &f.Budget)
-	OptStruct(s, "isolation", &f.Isolation)
+// schema lists spawn's fields.
+func (f *SpawnFrame) schema(s *schema) {
+	s.String("cwd", &f.Cwd, required)
+	s.String("bundle", &f.Bundle, required)
+	s.String("bundleHash", &f.BundleHash, optional)
+	s.String("fromSession", &f.FromSession, optional)
+	enum(s, "sessionMode", &f.SessionMode, optional, SessionClone, SessionAttach)
+	optStructField(s, "model", &f.Model)
+	s.StringMap("env", &f.Env, optional)
+	optStructField(s, "budget", &f.Budget)
+	optStructField(s, "isolation", &f.Isolation)
 }
 
 // SpawnedFrame (A→S) answers spawn with the new instance.
@@ -195,9 +195,9 @@ type SpawnedFrame struct {
 // FrameType returns "spawned".
 func (*SpawnedFrame) FrameType() string { return TypeSpawned }
 
-// Schema lists spawned's fields.
-func (f *SpawnedFrame) Schema(s *Schema) {
-	Struct(s, "instance", &f.Instance)
+// schema lists spawned's fields.
+func (f *SpawnedFrame) schema(s *schema) {
+	structField(s, "instance", &f.Instance)
 }
 
 // SpawnErrorFrame (A→S) answers spawn when no worker was started.
@@ -210,10 +210,10 @@ type SpawnErrorFrame struct {
 // FrameType returns "spawn_error".
 func (*SpawnErrorFrame) FrameType() string { return TypeSpawnError }
 
-// Schema lists spawn_error's fields.
-func (f *SpawnErrorFrame) Schema(s *Schema) {
-	s.String("code", &f.Code, Required)
-	s.String("message", &f.Message, Required)
+// schema lists spawn_error's fields.
+func (f *SpawnErrorFrame) schema(s *schema) {
+	s.String("code", &f.Code, required)
+	s.String("message", &f.Message, required)
 }
 
 // StopFrame (S→A) stops a worker.
@@ -225,9 +225,9 @@ type StopFrame struct {
 // FrameType returns "stop".
 func (*StopFrame) FrameType() string { return TypeStop }
 
-// Schema lists stop's fields.
-func (f *StopFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists stop's fields.
+func (f *StopFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
 }
 
 // StoppedFrame (A→S) answers stop.
@@ -241,11 +241,11 @@ type StoppedFrame struct {
 // FrameType returns "stopped".
 func (*StoppedFrame) FrameType() string { return TypeStopped }
 
-// Schema lists stopped's fields.
-func (f *StoppedFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Bool("forced", &f.Forced, Required)
-	s.String("sessionPath", &f.SessionPath, Optional)
+// schema lists stopped's fields.
+func (f *StoppedFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Bool("forced", &f.Forced, required)
+	s.String("sessionPath", &f.SessionPath, optional)
 }
 
 // ListFrame (S→A) asks for the agent's instances.
@@ -254,8 +254,8 @@ type ListFrame struct{ Header }
 // FrameType returns "list".
 func (*ListFrame) FrameType() string { return TypeList }
 
-// Schema: list has no fields.
-func (*ListFrame) Schema(*Schema) {}
+// schema: list has no fields.
+func (*ListFrame) schema(*schema) {}
 
 // InstancesFrame (A→S) answers list.
 type InstancesFrame struct {
@@ -266,9 +266,9 @@ type InstancesFrame struct {
 // FrameType returns "instances".
 func (*InstancesFrame) FrameType() string { return TypeInstances }
 
-// Schema lists instances's fields.
-func (f *InstancesFrame) Schema(s *Schema) {
-	Structs(s, "instances", &f.Instances, Required)
+// schema lists instances's fields.
+func (f *InstancesFrame) schema(s *schema) {
+	structsField(s, "instances", &f.Instances, required)
 }
 
 // RPCFrame (S→A) sends one pi RPC command to a worker's stdin.
@@ -285,11 +285,11 @@ type RPCFrame struct {
 // FrameType returns "rpc".
 func (*RPCFrame) FrameType() string { return TypeRPC }
 
-// Schema lists rpc's fields.
-func (f *RPCFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Raw("command", &f.Command, Required)
-	s.String("taskId", &f.TaskID, Optional)
+// schema lists rpc's fields.
+func (f *RPCFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Raw("command", &f.Command, required)
+	s.String("taskId", &f.TaskID, optional)
 }
 
 // EventFrame (A→S) carries one JSON line of a worker's stdout.
@@ -308,10 +308,10 @@ type EventFrame struct {
 // FrameType returns "event".
 func (*EventFrame) FrameType() string { return TypeEvent }
 
-// Schema lists event's fields.
-func (f *EventFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Raw("event", &f.Event, Required)
+// schema lists event's fields.
+func (f *EventFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Raw("event", &f.Event, required)
 	s.OptNumber("seq", &f.Seq)
 }
 
@@ -345,16 +345,16 @@ type TaskDoneFrame struct {
 // FrameType returns "task_done".
 func (*TaskDoneFrame) FrameType() string { return TypeTaskDone }
 
-// Schema lists task_done's fields.
-func (f *TaskDoneFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists task_done's fields.
+func (f *TaskDoneFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	s.String("instanceId", &f.InstanceID, required)
 	s.Number("seq", &f.Seq)
-	Enum(s, "status", &f.Status, Required, TaskSettled, TaskBudgetExceeded, TaskAborted)
-	s.String("summary", &f.Summary, Required)
-	s.String("lastAssistantMessage", &f.LastAssistantMessage, Optional)
-	OptStruct(s, "stats", &f.Stats)
-	OptStruct(s, "worktree", &f.Worktree)
+	enum(s, "status", &f.Status, required, TaskSettled, TaskBudgetExceeded, TaskAborted)
+	s.String("summary", &f.Summary, required)
+	s.String("lastAssistantMessage", &f.LastAssistantMessage, optional)
+	optStructField(s, "stats", &f.Stats)
+	optStructField(s, "worktree", &f.Worktree)
 }
 
 // TaskDoneAckFrame (S→A) acknowledges a task_done.
@@ -367,9 +367,9 @@ type TaskDoneAckFrame struct {
 // FrameType returns "task_done_ack".
 func (*TaskDoneAckFrame) FrameType() string { return TypeTaskDoneAck }
 
-// Schema lists task_done_ack's fields.
-func (f *TaskDoneAckFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
+// schema lists task_done_ack's fields.
+func (f *TaskDoneAckFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
 	s.Number("seq", &f.Seq)
 }
 
@@ -409,13 +409,13 @@ type TaskAcceptFrame struct {
 // FrameType returns "task_accept".
 func (*TaskAcceptFrame) FrameType() string { return TypeTaskAccept }
 
-// Schema lists task_accept's fields.
-func (f *TaskAcceptFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	Enum(s, "disposition", &f.Disposition, Required, DispositionStop, DispositionKeepIdle)
-	Enum(s, "deliver", &f.Deliver, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverNone, DeliverMerge)
-	s.String("target", &f.Target, Optional)
-	s.String("message", &f.Message, Optional)
+// schema lists task_accept's fields.
+func (f *TaskAcceptFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	enum(s, "disposition", &f.Disposition, required, DispositionStop, DispositionKeepIdle)
+	enum(s, "deliver", &f.Deliver, required, DeliverBranch, DeliverPR, DeliverPatch, DeliverNone, DeliverMerge)
+	s.String("target", &f.Target, optional)
+	s.String("message", &f.Message, optional)
 }
 
 // TaskRejectFrame (S→A) sends a task back with feedback.
@@ -428,10 +428,10 @@ type TaskRejectFrame struct {
 // FrameType returns "task_reject".
 func (*TaskRejectFrame) FrameType() string { return TypeTaskReject }
 
-// Schema lists task_reject's fields.
-func (f *TaskRejectFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	s.String("feedback", &f.Feedback, Required)
+// schema lists task_reject's fields.
+func (f *TaskRejectFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	s.String("feedback", &f.Feedback, required)
 }
 
 // DeliverFrame (S→A) asks for a task's result to be delivered.
@@ -449,13 +449,13 @@ type DeliverFrame struct {
 // FrameType returns "deliver".
 func (*DeliverFrame) FrameType() string { return TypeDeliver }
 
-// Schema lists deliver's fields.
-func (f *DeliverFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	s.String("instanceId", &f.InstanceID, Required)
-	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
-	s.String("target", &f.Target, Optional)
-	s.String("message", &f.Message, Optional)
+// schema lists deliver's fields.
+func (f *DeliverFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	s.String("instanceId", &f.InstanceID, required)
+	enum(s, "mode", &f.Mode, required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
+	s.String("target", &f.Target, optional)
+	s.String("message", &f.Message, optional)
 }
 
 // DeliveredFrame (A→S) answers deliver.
@@ -475,15 +475,15 @@ type DeliveredFrame struct {
 // FrameType returns "delivered".
 func (*DeliveredFrame) FrameType() string { return TypeDelivered }
 
-// Schema lists delivered's fields.
-func (f *DeliveredFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	Enum(s, "mode", &f.Mode, Required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
-	s.String("branch", &f.Branch, Optional)
-	s.String("prUrl", &f.PRURL, Optional)
-	s.String("patch", &f.Patch, Optional)
-	s.String("commit", &f.Commit, Optional)
-	s.String("target", &f.Target, Optional)
+// schema lists delivered's fields.
+func (f *DeliveredFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	enum(s, "mode", &f.Mode, required, DeliverBranch, DeliverPR, DeliverPatch, DeliverMerge)
+	s.String("branch", &f.Branch, optional)
+	s.String("prUrl", &f.PRURL, optional)
+	s.String("patch", &f.Patch, optional)
+	s.String("commit", &f.Commit, optional)
+	s.String("target", &f.Target, optional)
 }
 
 // UIKind is the kind of a worker's UI request.
@@ -510,14 +510,14 @@ type UIRequestFrame struct {
 // FrameType returns "ui_request".
 func (*UIRequestFrame) FrameType() string { return TypeUIRequest }
 
-// Schema lists ui_request's fields.
-func (f *UIRequestFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("requestId", &f.RequestID, Required)
-	Enum(s, "kind", &f.Kind, Required, UIConfirm, UISelect, UIInput)
-	s.String("title", &f.Title, Required)
-	s.String("message", &f.Message, Optional)
-	s.Strings("options", &f.Options, Optional)
+// schema lists ui_request's fields.
+func (f *UIRequestFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("requestId", &f.RequestID, required)
+	enum(s, "kind", &f.Kind, required, UIConfirm, UISelect, UIInput)
+	s.String("title", &f.Title, required)
+	s.String("message", &f.Message, optional)
+	s.Strings("options", &f.Options, optional)
 }
 
 // UIResponseFrame (S→A) answers a ui_request.
@@ -533,12 +533,12 @@ type UIResponseFrame struct {
 // FrameType returns "ui_response".
 func (*UIResponseFrame) FrameType() string { return TypeUIResponse }
 
-// Schema lists ui_response's fields.
-func (f *UIResponseFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("requestId", &f.RequestID, Required)
-	s.RawOf("value", &f.Value, Required, KindString|KindBool|KindNull)
-	s.Bool("timedOut", &f.TimedOut, Optional)
+// schema lists ui_response's fields.
+func (f *UIResponseFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("requestId", &f.RequestID, required)
+	s.RawOf("value", &f.Value, required, kindString|kindBool|kindNull)
+	s.Bool("timedOut", &f.TimedOut, optional)
 }
 
 // SessionsReportFrame (A→S) lists the agent's pi sessions.
@@ -556,11 +556,11 @@ type SessionsReportFrame struct {
 // FrameType returns "sessions_report".
 func (*SessionsReportFrame) FrameType() string { return TypeSessionsReport }
 
-// Schema lists sessions_report's fields.
-func (f *SessionsReportFrame) Schema(s *Schema) {
-	s.String("machine", &f.Machine, Required)
-	s.Bool("full", &f.Full, Required)
-	Structs(s, "sessions", &f.Sessions, Required)
+// schema lists sessions_report's fields.
+func (f *SessionsReportFrame) schema(s *schema) {
+	s.String("machine", &f.Machine, required)
+	s.Bool("full", &f.Full, required)
+	structsField(s, "sessions", &f.Sessions, required)
 	s.OptNumber("page", &f.Page)
 	s.OptNumber("pages", &f.Pages)
 }
@@ -575,10 +575,10 @@ type SessionSearchFrame struct {
 // FrameType returns "session_search".
 func (*SessionSearchFrame) FrameType() string { return TypeSessionSearch }
 
-// Schema lists session_search's fields.
-func (f *SessionSearchFrame) Schema(s *Schema) {
-	s.String("query", &f.Query, Required)
-	s.String("cwd", &f.Cwd, Optional)
+// schema lists session_search's fields.
+func (f *SessionSearchFrame) schema(s *schema) {
+	s.String("query", &f.Query, required)
+	s.String("cwd", &f.Cwd, optional)
 }
 
 // SessionHitsFrame (A→S) answers session_search.
@@ -590,9 +590,9 @@ type SessionHitsFrame struct {
 // FrameType returns "session_hits".
 func (*SessionHitsFrame) FrameType() string { return TypeSessionHits }
 
-// Schema lists session_hits's fields.
-func (f *SessionHitsFrame) Schema(s *Schema) {
-	Structs(s, "hits", &f.Hits, Required)
+// schema lists session_hits's fields.
+func (f *SessionHitsFrame) schema(s *schema) {
+	structsField(s, "hits", &f.Hits, required)
 }
 
 // CapabilityWorktree, in an agent's hello, says it runs isolated workers
@@ -622,15 +622,15 @@ type ExecStartFrame struct {
 // FrameType returns "exec_start".
 func (*ExecStartFrame) FrameType() string { return TypeExecStart }
 
-// Schema lists exec_start's fields.
-func (f *ExecStartFrame) Schema(s *Schema) {
-	Enum(s, "mode", &f.Mode, Required, ExecShell, ExecArgv)
-	s.String("cwd", &f.Cwd, Required)
-	s.String("command", &f.Command, Optional)
-	s.String("executable", &f.Executable, Optional)
-	s.Strings("args", &f.Args, Optional)
+// schema lists exec_start's fields.
+func (f *ExecStartFrame) schema(s *schema) {
+	enum(s, "mode", &f.Mode, required, ExecShell, ExecArgv)
+	s.String("cwd", &f.Cwd, required)
+	s.String("command", &f.Command, optional)
+	s.String("executable", &f.Executable, optional)
+	s.Strings("args", &f.Args, optional)
 	s.OptNumber("timeoutSeconds", &f.TimeoutSeconds)
-	s.String("instanceId", &f.InstanceID, Optional)
+	s.String("instanceId", &f.InstanceID, optional)
 }
 
 // ExecStartedFrame (A→S) answers exec_start.
@@ -643,9 +643,9 @@ type ExecStartedFrame struct {
 // FrameType returns "exec_started".
 func (*ExecStartedFrame) FrameType() string { return TypeExecStarted }
 
-// Schema lists exec_started's fields.
-func (f *ExecStartedFrame) Schema(s *Schema) {
-	s.String("execId", &f.ExecID, Required)
+// schema lists exec_started's fields.
+func (f *ExecStartedFrame) schema(s *schema) {
+	s.String("execId", &f.ExecID, required)
 	s.Number("startedAt", &f.StartedAt)
 }
 
@@ -671,12 +671,12 @@ type ExecOutputFrame struct {
 // FrameType returns "exec_output".
 func (*ExecOutputFrame) FrameType() string { return TypeExecOutput }
 
-// Schema lists exec_output's fields.
-func (f *ExecOutputFrame) Schema(s *Schema) {
-	s.String("execId", &f.ExecID, Required)
+// schema lists exec_output's fields.
+func (f *ExecOutputFrame) schema(s *schema) {
+	s.String("execId", &f.ExecID, required)
 	s.Number("seq", &f.Seq)
-	Enum(s, "stream", &f.Stream, Required, Stdout, Stderr)
-	s.String("base64", &f.Base64, Required)
+	enum(s, "stream", &f.Stream, required, Stdout, Stderr)
+	s.String("base64", &f.Base64, required)
 }
 
 // ExecExitFrame (A→S, owner only) reports the end of an execution.
@@ -694,13 +694,13 @@ type ExecExitFrame struct {
 // FrameType returns "exec_exit".
 func (*ExecExitFrame) FrameType() string { return TypeExecExit }
 
-// Schema lists exec_exit's fields.
-func (f *ExecExitFrame) Schema(s *Schema) {
-	s.String("execId", &f.ExecID, Required)
-	s.NullableNumber("exitCode", &f.ExitCode, Required)
-	s.NullableString("signal", &f.Signal, Required)
-	s.Bool("timedOut", &f.TimedOut, Required)
-	s.Bool("aborted", &f.Aborted, Required)
+// schema lists exec_exit's fields.
+func (f *ExecExitFrame) schema(s *schema) {
+	s.String("execId", &f.ExecID, required)
+	s.NullableNumber("exitCode", &f.ExitCode, required)
+	s.NullableString("signal", &f.Signal, required)
+	s.Bool("timedOut", &f.TimedOut, required)
+	s.Bool("aborted", &f.Aborted, required)
 	s.Number("durationMs", &f.DurationMs)
 }
 
@@ -713,9 +713,9 @@ type ExecAbortFrame struct {
 // FrameType returns "exec_abort".
 func (*ExecAbortFrame) FrameType() string { return TypeExecAbort }
 
-// Schema lists exec_abort's fields.
-func (f *ExecAbortFrame) Schema(s *Schema) {
-	s.String("execId", &f.ExecID, Required)
+// schema lists exec_abort's fields.
+func (f *ExecAbortFrame) schema(s *schema) {
+	s.String("execId", &f.ExecID, required)
 }
 
 // ExecAbortedFrame (A→S) answers exec_abort.
@@ -727,9 +727,9 @@ type ExecAbortedFrame struct {
 // FrameType returns "exec_aborted".
 func (*ExecAbortedFrame) FrameType() string { return TypeExecAborted }
 
-// Schema lists exec_aborted's fields.
-func (f *ExecAbortedFrame) Schema(s *Schema) {
-	s.String("execId", &f.ExecID, Required)
+// schema lists exec_aborted's fields.
+func (f *ExecAbortedFrame) schema(s *schema) {
+	s.String("execId", &f.ExecID, required)
 }
 
 // ExecListFrame (S→A) asks for active and recent executions.
@@ -738,8 +738,8 @@ type ExecListFrame struct{ Header }
 // FrameType returns "exec_list".
 func (*ExecListFrame) FrameType() string { return TypeExecList }
 
-// Schema: exec_list has no fields.
-func (*ExecListFrame) Schema(*Schema) {}
+// schema: exec_list has no fields.
+func (*ExecListFrame) schema(*schema) {}
 
 // ExecInstancesFrame (A→S) answers exec_list.
 type ExecInstancesFrame struct {
@@ -750,9 +750,9 @@ type ExecInstancesFrame struct {
 // FrameType returns "exec_instances".
 func (*ExecInstancesFrame) FrameType() string { return TypeExecInstances }
 
-// Schema lists exec_instances's fields.
-func (f *ExecInstancesFrame) Schema(s *Schema) {
-	Structs(s, "executions", &f.Executions, Required)
+// schema lists exec_instances's fields.
+func (f *ExecInstancesFrame) schema(s *schema) {
+	structsField(s, "executions", &f.Executions, required)
 }
 
 // FsReadFrame (S→A) reads a file in a worker's cwd.
@@ -769,10 +769,10 @@ type FsReadFrame struct {
 // FrameType returns "fs_read".
 func (*FsReadFrame) FrameType() string { return TypeFsRead }
 
-// Schema lists fs_read's fields.
-func (f *FsReadFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("path", &f.Path, Required)
+// schema lists fs_read's fields.
+func (f *FsReadFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("path", &f.Path, required)
 	s.OptNumber("offset", &f.Offset)
 	s.OptNumber("limit", &f.Limit)
 }
@@ -787,10 +787,10 @@ type FsListFrame struct {
 // FrameType returns "fs_list".
 func (*FsListFrame) FrameType() string { return TypeFsList }
 
-// Schema lists fs_list's fields.
-func (f *FsListFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("path", &f.Path, Required)
+// schema lists fs_list's fields.
+func (f *FsListFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("path", &f.Path, required)
 }
 
 // FsGrepFrame (S→A) searches a worker's cwd.
@@ -804,11 +804,11 @@ type FsGrepFrame struct {
 // FrameType returns "fs_grep".
 func (*FsGrepFrame) FrameType() string { return TypeFsGrep }
 
-// Schema lists fs_grep's fields.
-func (f *FsGrepFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("pattern", &f.Pattern, Required)
-	s.String("glob", &f.Glob, Optional)
+// schema lists fs_grep's fields.
+func (f *FsGrepFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("pattern", &f.Pattern, required)
+	s.String("glob", &f.Glob, optional)
 }
 
 // FsDiffFrame (S→A) runs git diff (or rev-parse) in a worker's cwd.
@@ -828,14 +828,14 @@ type FsDiffFrame struct {
 // FrameType returns "fs_diff".
 func (*FsDiffFrame) FrameType() string { return TypeFsDiff }
 
-// Schema lists fs_diff's fields.
-func (f *FsDiffFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("ref", &f.Ref, Optional)
-	s.Bool("staged", &f.Staged, Optional)
-	s.Bool("stat", &f.Stat, Optional)
-	s.Bool("revParse", &f.RevParse, Optional)
-	s.Bool("base", &f.Base, Optional)
+// schema lists fs_diff's fields.
+func (f *FsDiffFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("ref", &f.Ref, optional)
+	s.Bool("staged", &f.Staged, optional)
+	s.Bool("stat", &f.Stat, optional)
+	s.Bool("revParse", &f.RevParse, optional)
+	s.Bool("base", &f.Base, optional)
 }
 
 // FsResultFrame (A→S) answers every fs_* request.
@@ -854,13 +854,13 @@ type FsResultFrame struct {
 // FrameType returns "fs_result".
 func (*FsResultFrame) FrameType() string { return TypeFsResult }
 
-// Schema lists fs_result's fields.
-func (f *FsResultFrame) Schema(s *Schema) {
-	s.Bool("done", &f.Done, Required)
+// schema lists fs_result's fields.
+func (f *FsResultFrame) schema(s *schema) {
+	s.Bool("done", &f.Done, required)
 	s.StringPtr("text", &f.Text)
-	s.String("base64", &f.Base64, Optional)
-	s.String("mime", &f.Mime, Optional)
-	Structs(s, "entries", &f.Entries, Optional)
-	s.Bool("truncated", &f.Truncated, Optional)
-	OptStruct(s, "error", &f.Error)
+	s.String("base64", &f.Base64, optional)
+	s.String("mime", &f.Mime, optional)
+	structsField(s, "entries", &f.Entries, optional)
+	s.Bool("truncated", &f.Truncated, optional)
+	optStructField(s, "error", &f.Error)
 }

@@ -93,18 +93,18 @@ type SpawnProgressFrame struct {
 // FrameType returns "spawn_progress".
 func (*SpawnProgressFrame) FrameType() string { return TypeSpawnProgress }
 
-// Schema lists spawn_progress's fields.
-func (f *SpawnProgressFrame) Schema(s *Schema) {
-	s.String("spawnId", &f.SpawnID, Optional)
-	Enum(s, "phase", &f.Phase, Required, SpawnAccepted, SpawnProvisioning, SpawnDegraded, SpawnStarting)
-	s.String("bundle", &f.Bundle, Required)
-	s.String("bundleHash", &f.BundleHash, Optional)
+// schema lists spawn_progress's fields.
+func (f *SpawnProgressFrame) schema(s *schema) {
+	s.String("spawnId", &f.SpawnID, optional)
+	enum(s, "phase", &f.Phase, required, SpawnAccepted, SpawnProvisioning, SpawnDegraded, SpawnStarting)
+	s.String("bundle", &f.Bundle, required)
+	s.String("bundleHash", &f.BundleHash, optional)
 	s.OptNumber("filesTotal", &f.FilesTotal)
 	s.OptNumber("filesFetched", &f.FilesFetched)
 	s.OptNumber("filesReused", &f.FilesReused)
 	s.OptNumber("bytesFetched", &f.BytesFetched)
 	s.OptNumber("bytesReused", &f.BytesReused)
-	s.String("message", &f.Message, Optional)
+	s.String("message", &f.Message, optional)
 }
 
 // EventsSinceFrame (S→A) asks for a worker's events after sequence number
@@ -120,9 +120,9 @@ type EventsSinceFrame struct {
 // FrameType returns "events_since".
 func (*EventsSinceFrame) FrameType() string { return TypeEventsSince }
 
-// Schema lists events_since's fields.
-func (f *EventsSinceFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists events_since's fields.
+func (f *EventsSinceFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
 	s.Number("since", &f.Since)
 }
 
@@ -144,9 +144,9 @@ type EventsReplayedFrame struct {
 // FrameType returns "events_replayed".
 func (*EventsReplayedFrame) FrameType() string { return TypeEventsReplayed }
 
-// Schema lists events_replayed's fields.
-func (f *EventsReplayedFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists events_replayed's fields.
+func (f *EventsReplayedFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
 	s.Number("since", &f.Since)
 	s.Number("count", &f.Count)
 	s.Number("lastSeq", &f.LastSeq)
@@ -171,11 +171,11 @@ type SessionEntriesFrame struct {
 // FrameType returns "session_entries".
 func (*SessionEntriesFrame) FrameType() string { return TypeSessionEntries }
 
-// Schema lists session_entries's fields.
-func (f *SessionEntriesFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Optional)
-	s.String("path", &f.Path, Optional)
-	s.String("after", &f.After, Optional)
+// schema lists session_entries's fields.
+func (f *SessionEntriesFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, optional)
+	s.String("path", &f.Path, optional)
+	s.String("after", &f.After, optional)
 	s.OptNumber("limit", &f.Limit)
 }
 
@@ -198,14 +198,14 @@ type SessionEntriesResultFrame struct {
 // FrameType returns "session_entries_result".
 func (*SessionEntriesResultFrame) FrameType() string { return TypeSessionEntriesResult }
 
-// Schema lists session_entries_result's fields.
-func (f *SessionEntriesResultFrame) Schema(s *Schema) {
-	s.String("path", &f.Path, Required)
-	s.String("after", &f.After, Optional)
-	s.RawOf("entries", &f.Entries, Required, KindArray)
-	s.String("lastEntryId", &f.LastEntryID, Optional)
-	s.Bool("more", &f.More, Required)
-	OptStruct(s, "error", &f.Error)
+// schema lists session_entries_result's fields.
+func (f *SessionEntriesResultFrame) schema(s *schema) {
+	s.String("path", &f.Path, required)
+	s.String("after", &f.After, optional)
+	s.RawOf("entries", &f.Entries, required, kindArray)
+	s.String("lastEntryId", &f.LastEntryID, optional)
+	s.Bool("more", &f.More, required)
+	optStructField(s, "error", &f.Error)
 }
 
 // RebundleFrame (S→A) switches a running worker to another bundle on the
@@ -222,12 +222,12 @@ type RebundleFrame struct {
 // FrameType returns "rebundle".
 func (*RebundleFrame) FrameType() string { return TypeRebundle }
 
-// Schema lists rebundle's fields.
-func (f *RebundleFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("bundle", &f.Bundle, Required)
-	s.String("bundleHash", &f.BundleHash, Optional)
-	s.String("registry", &f.Registry, Optional)
+// schema lists rebundle's fields.
+func (f *RebundleFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("bundle", &f.Bundle, required)
+	s.String("bundleHash", &f.BundleHash, optional)
+	s.String("registry", &f.Registry, optional)
 }
 
 // RebundledFrame (A→S) answers rebundle: Switched with the new bundle, or
@@ -247,14 +247,14 @@ type RebundledFrame struct {
 // FrameType returns "rebundled".
 func (*RebundledFrame) FrameType() string { return TypeRebundled }
 
-// Schema lists rebundled's fields.
-func (f *RebundledFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Bool("switched", &f.Switched, Required)
-	s.String("bundle", &f.Bundle, Required)
-	s.String("bundleHash", &f.BundleHash, Optional)
-	s.Bool("degraded", &f.Degraded, Optional)
-	OptStruct(s, "error", &f.Error)
+// schema lists rebundled's fields.
+func (f *RebundledFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Bool("switched", &f.Switched, required)
+	s.String("bundle", &f.Bundle, required)
+	s.String("bundleHash", &f.BundleHash, optional)
+	s.Bool("degraded", &f.Degraded, optional)
+	optStructField(s, "error", &f.Error)
 }
 
 // SetToolsFrame (S→A) narrows (or widens) a worker's active tools (AC-4.2):
@@ -268,10 +268,10 @@ type SetToolsFrame struct {
 // FrameType returns "set_tools".
 func (*SetToolsFrame) FrameType() string { return TypeSetTools }
 
-// Schema lists set_tools's fields.
-func (f *SetToolsFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Strings("tools", &f.Tools, Required)
+// schema lists set_tools's fields.
+func (f *SetToolsFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Strings("tools", &f.Tools, required)
 }
 
 // ToolsSetFrame (A→S) answers set_tools once the worker runs with Tools.
@@ -284,10 +284,10 @@ type ToolsSetFrame struct {
 // FrameType returns "tools_set".
 func (*ToolsSetFrame) FrameType() string { return TypeToolsSet }
 
-// Schema lists tools_set's fields.
-func (f *ToolsSetFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Strings("tools", &f.Tools, Required)
+// schema lists tools_set's fields.
+func (f *ToolsSetFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Strings("tools", &f.Tools, required)
 }
 
 // ModelPinFrame (S→A) pins (or unpins) a worker's model (AC-4.7): while
@@ -303,10 +303,10 @@ type ModelPinFrame struct {
 // FrameType returns "model_pin".
 func (*ModelPinFrame) FrameType() string { return TypeModelPin }
 
-// Schema lists model_pin's fields.
-func (f *ModelPinFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Bool("pin", &f.Pin, Required)
+// schema lists model_pin's fields.
+func (f *ModelPinFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Bool("pin", &f.Pin, required)
 }
 
 // ModelPinnedFrame (A→S) answers model_pin.
@@ -320,11 +320,11 @@ type ModelPinnedFrame struct {
 // FrameType returns "model_pinned".
 func (*ModelPinnedFrame) FrameType() string { return TypeModelPinned }
 
-// Schema lists model_pinned's fields.
-func (f *ModelPinnedFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	s.Bool("pin", &f.Pin, Required)
-	OptStruct(s, "model", &f.Model)
+// schema lists model_pinned's fields.
+func (f *ModelPinnedFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.Bool("pin", &f.Pin, required)
+	optStructField(s, "model", &f.Model)
 }
 
 // ModelDriftFrame (A→S, unsolicited) reports that a worker's model is not
@@ -342,12 +342,12 @@ type ModelDriftFrame struct {
 // FrameType returns "model_drift".
 func (*ModelDriftFrame) FrameType() string { return TypeModelDrift }
 
-// Schema lists model_drift's fields.
-func (f *ModelDriftFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
-	Struct(s, "expected", &f.Expected)
-	Struct(s, "actual", &f.Actual)
-	s.Bool("refused", &f.Refused, Required)
+// schema lists model_drift's fields.
+func (f *ModelDriftFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	structField(s, "expected", &f.Expected)
+	structField(s, "actual", &f.Actual)
+	s.Bool("refused", &f.Refused, required)
 }
 
 // SessionsRemovedFrame (A→S, unsolicited) completes an incremental
@@ -362,10 +362,10 @@ type SessionsRemovedFrame struct {
 // FrameType returns "sessions_removed".
 func (*SessionsRemovedFrame) FrameType() string { return TypeSessionsRemoved }
 
-// Schema lists sessions_removed's fields.
-func (f *SessionsRemovedFrame) Schema(s *Schema) {
-	s.String("machine", &f.Machine, Required)
-	s.Strings("paths", &f.Paths, Required)
+// schema lists sessions_removed's fields.
+func (f *SessionsRemovedFrame) schema(s *schema) {
+	s.String("machine", &f.Machine, required)
+	s.Strings("paths", &f.Paths, required)
 }
 
 // TaskEscalatedFrame (A→S, unsolicited) reports that a worker's dialog of
@@ -382,12 +382,12 @@ type TaskEscalatedFrame struct {
 // FrameType returns "task_escalated".
 func (*TaskEscalatedFrame) FrameType() string { return TypeTaskEscalated }
 
-// Schema lists task_escalated's fields.
-func (f *TaskEscalatedFrame) Schema(s *Schema) {
-	s.String("taskId", &f.TaskID, Required)
-	s.String("instanceId", &f.InstanceID, Required)
-	s.String("requestId", &f.RequestID, Optional)
-	s.String("reason", &f.Reason, Required)
+// schema lists task_escalated's fields.
+func (f *TaskEscalatedFrame) schema(s *schema) {
+	s.String("taskId", &f.TaskID, required)
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("requestId", &f.RequestID, optional)
+	s.String("reason", &f.Reason, required)
 }
 
 // WorkerExitedFrame (A→S, unsolicited, pifleet servers only) tells that a
@@ -423,16 +423,16 @@ type WorkerExitedFrame struct {
 // FrameType returns "worker_exited".
 func (*WorkerExitedFrame) FrameType() string { return TypeWorkerExited }
 
-// Schema lists worker_exited's fields.
-func (f *WorkerExitedFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists worker_exited's fields.
+func (f *WorkerExitedFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
 	s.OptNumber("exitCode", &f.ExitCode)
-	s.String("signal", &f.Signal, Optional)
-	s.Bool("lost", &f.Lost, Optional)
-	s.Bool("expected", &f.Expected, Required)
-	Enum(s, "state", &f.State, Required, InstanceExited, InstanceLost, InstanceStopped)
-	s.String("sessionPath", &f.SessionPath, Optional)
-	s.String("taskId", &f.TaskID, Optional)
+	s.String("signal", &f.Signal, optional)
+	s.Bool("lost", &f.Lost, optional)
+	s.Bool("expected", &f.Expected, required)
+	enum(s, "state", &f.State, required, InstanceExited, InstanceLost, InstanceStopped)
+	s.String("sessionPath", &f.SessionPath, optional)
+	s.String("taskId", &f.TaskID, optional)
 }
 
 // AuthProofFrame (A→S) is an agent's proof that it holds its key: sent
@@ -446,8 +446,8 @@ type AuthProofFrame struct {
 // FrameType returns "auth_proof".
 func (*AuthProofFrame) FrameType() string { return TypeAuthProof }
 
-// Schema lists auth_proof's fields.
-func (f *AuthProofFrame) Schema(s *Schema) { f.KeyProof.Schema(s) }
+// schema lists auth_proof's fields.
+func (f *AuthProofFrame) schema(s *schema) { f.KeyProof.schema(s) }
 
 // RepoHeadFrame (S→A) asks for the git HEAD commit of a directory on the
 // agent's machine: recorded with a baseline, and compared with it later to
@@ -460,9 +460,9 @@ type RepoHeadFrame struct {
 // FrameType returns "repo_head".
 func (*RepoHeadFrame) FrameType() string { return TypeRepoHead }
 
-// Schema lists repo_head's fields.
-func (f *RepoHeadFrame) Schema(s *Schema) {
-	s.String("cwd", &f.Cwd, Required)
+// schema lists repo_head's fields.
+func (f *RepoHeadFrame) schema(s *schema) {
+	s.String("cwd", &f.Cwd, required)
 }
 
 // RepoHeadResultFrame (A→S) answers repo_head with the 40- (or 64-) hex
@@ -478,11 +478,11 @@ type RepoHeadResultFrame struct {
 // FrameType returns "repo_head_result".
 func (*RepoHeadResultFrame) FrameType() string { return TypeRepoHeadResult }
 
-// Schema lists repo_head_result's fields.
-func (f *RepoHeadResultFrame) Schema(s *Schema) {
-	s.String("cwd", &f.Cwd, Required)
-	s.String("head", &f.Head, Optional)
-	OptStruct(s, "error", &f.Error)
+// schema lists repo_head_result's fields.
+func (f *RepoHeadResultFrame) schema(s *schema) {
+	s.String("cwd", &f.Cwd, required)
+	s.String("head", &f.Head, optional)
+	optStructField(s, "error", &f.Error)
 }
 
 // CacheVerifyFrame (S→A) asks the agent to re-hash the bundles of its
@@ -498,9 +498,9 @@ type CacheVerifyFrame struct {
 // FrameType returns "cache_verify".
 func (*CacheVerifyFrame) FrameType() string { return TypeCacheVerify }
 
-// Schema lists cache_verify's fields.
-func (f *CacheVerifyFrame) Schema(s *Schema) {
-	s.String("bundle", &f.Bundle, Optional)
+// schema lists cache_verify's fields.
+func (f *CacheVerifyFrame) schema(s *schema) {
+	s.String("bundle", &f.Bundle, optional)
 }
 
 // CacheVerifyResultFrame (A→S) answers cache_verify with one entry per
@@ -513,9 +513,9 @@ type CacheVerifyResultFrame struct {
 // FrameType returns "cache_verify_result".
 func (*CacheVerifyResultFrame) FrameType() string { return TypeCacheVerifyResult }
 
-// Schema lists cache_verify_result's fields.
-func (f *CacheVerifyResultFrame) Schema(s *Schema) {
-	Structs(s, "bundles", &f.Bundles, Required)
+// schema lists cache_verify_result's fields.
+func (f *CacheVerifyResultFrame) schema(s *schema) {
+	structsField(s, "bundles", &f.Bundles, required)
 }
 
 // BundleCheck is the verdict on one cached bundle: the version its name
@@ -536,13 +536,13 @@ type BundleCheck struct {
 	Problems []CacheProblem
 }
 
-// Schema lists a bundle check's fields.
-func (b *BundleCheck) Schema(s *Schema) {
-	s.String("name", &b.Name, Required)
-	s.String("bundleHash", &b.BundleHash, Optional)
-	s.Bool("ok", &b.OK, Required)
-	OptStruct(s, "error", &b.Error)
-	Structs(s, "problems", &b.Problems, Optional)
+// schema lists a bundle check's fields.
+func (b *BundleCheck) schema(s *schema) {
+	s.String("name", &b.Name, required)
+	s.String("bundleHash", &b.BundleHash, optional)
+	s.Bool("ok", &b.OK, required)
+	optStructField(s, "error", &b.Error)
+	structsField(s, "problems", &b.Problems, optional)
 }
 
 // CacheProblem is one file of a cached bundle that is not what its
@@ -555,10 +555,10 @@ type CacheProblem struct {
 	Reason string
 }
 
-// Schema lists a cache problem's fields.
-func (p *CacheProblem) Schema(s *Schema) {
-	s.String("path", &p.Path, Required)
-	s.String("reason", &p.Reason, Required)
+// schema lists a cache problem's fields.
+func (p *CacheProblem) schema(s *schema) {
+	s.String("path", &p.Path, required)
+	s.String("reason", &p.Reason, required)
 }
 
 // pifleetKinds are the frame types above. They are registered by init

@@ -6,7 +6,41 @@ import (
 )
 
 // frameKinds is the registry: every frame type the codec knows. Adding a
-// frame type is one line here (plus its struct and Schema method).
+// frame type is one line here (plus its struct and schema method; see
+// "Adding a frame type" below).
+//
+// Adding a frame type:
+//
+// A new frame (for a feature the reference lacks) is three things, all in
+// this package: a struct that embeds Header with a FrameType method naming
+// it on the wire; its schema method, which lists every field once (wire
+// name, Go field, required or optional) and is at the same time its
+// validation and its encoding; and one line in the registry, frameKinds in
+// this file. For example:
+//
+//	// ReplayFrame (A→S) replays buffered events after a reconnect.
+//	type ReplayFrame struct {
+//		Header
+//		InstanceID string
+//		Since      float64
+//		Events     []ReplayedEvent // ReplayedEvent has a schema method too
+//	}
+//
+//	func (*ReplayFrame) FrameType() string { return "event_replay" }
+//
+//	func (f *ReplayFrame) schema(s *schema) {
+//		s.String("instanceId", &f.InstanceID, required)
+//		s.Number("since", &f.Since)
+//		structsField(s, "events", &f.Events, required)
+//	}
+//
+//	// and in frameKinds:
+//	kind[ReplayFrame](),
+//
+// Then give it a sample for the round-trip tests (referenceSamples in
+// samples_test.go, or a moreSamples hook in the new frames' own test file;
+// a test fails while a registered type has none) and document the frame,
+// with the reason for it, in the project's protocol file.
 var frameKinds = []frameKind{
 	kind[HelloFrame](),
 	kind[HeartbeatFrame](),
@@ -84,9 +118,9 @@ func addKind(m map[string]frameKind, k frameKind) {
 	m[k.name] = k
 }
 
-// NewFrame returns a zero frame of the named type, or false when the type
+// newFrame returns a zero frame of the named type, or false when the type
 // is unknown.
-func NewFrame(frameType string) (Frame, bool) {
+func newFrame(frameType string) (Frame, bool) {
 	k, ok := registry[frameType]
 	if !ok {
 		return nil, false
@@ -94,8 +128,8 @@ func NewFrame(frameType string) (Frame, bool) {
 	return k.new(), true
 }
 
-// FrameTypes returns the wire names of every known frame type, sorted.
-func FrameTypes() []string {
+// frameTypes returns the wire names of every known frame type, sorted.
+func frameTypes() []string {
 	names := make([]string, 0, len(frameKinds))
 	for _, k := range frameKinds {
 		names = append(names, k.name)

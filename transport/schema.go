@@ -10,60 +10,60 @@ import (
 	"example.com/pifleet/internal/jsjson"
 )
 
-// Object is a JSON object shape of the protocol: a frame or a shared shape
-// such as ModelRef. Its Schema method lists the fields, once, for both
+// shape is a JSON object shape of the protocol: a frame or a shared shape
+// such as ModelRef. Its schema method lists the fields, once, for both
 // directions: the same method validates and decodes a received object and
 // encodes an object to send, so the two can never disagree.
-type Object interface {
-	Schema(s *Schema)
+type shape interface {
+	schema(s *schema)
 }
 
-// ObjectPtr is the constraint of the generic Schema helpers (Struct,
-// OptStruct, Structs): a pointer to T that implements Object.
-type ObjectPtr[T any] interface {
+// shapePtr is the constraint of the generic schema helpers (structField,
+// optStructField, structsField): a pointer to T that implements shape.
+type shapePtr[T any] interface {
 	*T
-	Object
+	shape
 }
 
-// Presence says whether a field must be present.
-type Presence bool
+// presence says whether a field must be present.
+type presence bool
 
 const (
-	// Optional fields may be absent. When encoding, an optional field at its
+	// optional fields may be absent. When encoding, an optional field at its
 	// zero value (empty string, nil pointer/slice/map, false) is omitted,
 	// never written as null.
-	Optional Presence = false
-	// Required fields must be present. When encoding they are always
+	optional presence = false
+	// required fields must be present. When encoding they are always
 	// written: false, 0, "", [] (for a nil slice) and null (for a nil raw or
 	// nullable value) included.
-	Required Presence = true
+	required presence = true
 )
 
-// Kinds is a set of JSON value kinds, for raw fields restricted to some
+// kindSet is a set of JSON value kinds, for raw fields restricted to some
 // kinds (ui_response.value is string, boolean or null).
-type Kinds uint8
+type kindSet uint8
 
 // JSON value kinds.
 const (
-	KindString Kinds = 1 << iota
-	KindNumber
-	KindBool
-	KindNull
-	KindObject
-	KindArray
-	// KindAny is every kind.
-	KindAny = KindString | KindNumber | KindBool | KindNull | KindObject | KindArray
+	kindString kindSet = 1 << iota
+	kindNumber
+	kindBool
+	kindNull
+	kindObject
+	kindArray
+	// kindAny is every kind.
+	kindAny = kindString | kindNumber | kindBool | kindNull | kindObject | kindArray
 )
 
-// Schema visits the fields of an Object. It runs in one of two modes:
+// schema visits the fields of a shape. It runs in one of two modes:
 // decoding (validate a received object and fill the Go value) or encoding
-// (append the Go value as JSON). Object implementations only call its
+// (append the Go value as JSON). shape implementations only call its
 // methods, in field order; they never look at the mode.
 //
 // When decoding, the first violation stops the visit and becomes the
-// record's schema_violation error; later calls do nothing. A Schema is used
+// record's schema_violation error; later calls do nothing. A schema is used
 // by one goroutine at a time.
-type Schema struct {
+type schema struct {
 	encoding bool
 
 	// Decoding.
@@ -95,20 +95,20 @@ type pathElem struct {
 type object struct {
 	lo, hi int // its members are members[lo:hi]
 	keys   keySet
-	// next is where the next lookup starts: an Object's Schema method
+	// next is where the next lookup starts: a shape's schema method
 	// visits its fields in the order the encoder writes them, so a frame
 	// from a pifleet or TypeScript peer has the next field right there.
 	next int
 }
 
 // setObject makes members[lo:hi], with the given keys, the current object.
-func (s *Schema) setObject(lo, hi int, keys keySet) {
+func (s *schema) setObject(lo, hi int, keys keySet) {
 	s.obj = object{lo: lo, hi: hi, keys: keys, next: lo}
 }
 
 // lookup finds the value of the current object's member name. Duplicate
 // keys resolve to the last one, as in JSON.parse.
-func (s *Schema) lookup(name string) (val []byte, ok bool) {
+func (s *schema) lookup(name string) (val []byte, ok bool) {
 	sig := keySig(name)
 	o := &s.obj
 	if o.keys.distinct {
@@ -152,13 +152,13 @@ func (s *Schema) lookup(name string) (val []byte, ok bool) {
 
 // isKey reports whether the key of members[i], an unescaped key, is name,
 // whose keySig is sig.
-func (s *Schema) isKey(i int, sig uint32, name string) bool {
+func (s *schema) isKey(i int, sig uint32, name string) bool {
 	m := &s.members[i]
 	return m.sig == sig && string(s.data[m.keyStart:m.keyEnd]) == name
 }
 
 // value returns the value of members[i].
-func (s *Schema) value(i int) []byte {
+func (s *schema) value(i int) []byte {
 	m := &s.members[i]
 	return s.data[m.valStart:m.valEnd]
 }
@@ -166,12 +166,12 @@ func (s *Schema) value(i int) []byte {
 // field is the common start of every decoding visit: it returns the
 // field's raw value, or ok=false when it is absent (failing if required)
 // or when an earlier violation stopped the visit.
-func (s *Schema) field(name string, p Presence) ([]byte, bool) {
+func (s *schema) field(name string, p presence) ([]byte, bool) {
 	if s.err != nil {
 		return nil, false
 	}
 	v, ok := s.lookup(name)
-	if !ok && p == Required {
+	if !ok && p == required {
 		s.fail("", "must have required properties "+name)
 	}
 	return v, ok
@@ -179,7 +179,7 @@ func (s *Schema) field(name string, p Presence) ([]byte, bool) {
 
 // fail records the first violation, at the current object's path plus
 // field (if any).
-func (s *Schema) fail(field, reason string) {
+func (s *schema) fail(field, reason string) {
 	if s.err != nil {
 		return
 	}
@@ -206,7 +206,7 @@ func (s *Schema) fail(field, reason string) {
 // writePointerToken escapes a JSON pointer token (RFC 6901).
 // failIn records a violation inside field: at element sub (an index or a
 // key) of it.
-func (s *Schema) failIn(field, sub, reason string) {
+func (s *schema) failIn(field, sub, reason string) {
 	s.path = append(s.path, pathElem{name: field})
 	s.fail(sub, reason)
 	s.path = s.path[:len(s.path)-1]
@@ -225,14 +225,14 @@ func writePointerToken(b *strings.Builder, tok string) {
 	}
 }
 
-func (s *Schema) encFail(field, reason string) {
+func (s *schema) encFail(field, reason string) {
 	if s.encErr == nil {
 		s.encErr = &EncodeError{FrameType: s.frameType, Path: "/" + field, Reason: reason}
 	}
 }
 
 // key appends `,"name":` (the comma only between members).
-func (s *Schema) key(name string) {
+func (s *schema) key(name string) {
 	if s.comma {
 		s.buf = append(s.buf, ',')
 	}
@@ -243,7 +243,7 @@ func (s *Schema) key(name string) {
 
 // decodeString returns the value of the JSON string token v, or false
 // when v is not a string.
-func (s *Schema) decodeString(v []byte) (string, bool) {
+func (s *schema) decodeString(v []byte) (string, bool) {
 	if len(v) == 0 || v[0] != '"' {
 		return "", false
 	}
@@ -298,9 +298,9 @@ func (c *stringCache) add(body []byte) string {
 func hasBackslash(v []byte) bool { return bytes.IndexByte(v, '\\') >= 0 }
 
 // String visits a string field. An optional string is omitted when empty.
-func (s *Schema) String(name string, p *string, pr Presence) {
+func (s *schema) String(name string, p *string, pr presence) {
 	if s.encoding {
-		if pr == Required || *p != "" {
+		if pr == required || *p != "" {
 			s.key(name)
 			s.buf = jsjson.AppendString(s.buf, *p)
 		}
@@ -317,7 +317,7 @@ func (s *Schema) String(name string, p *string, pr Presence) {
 
 // StringPtr visits an optional string field where "" and absent differ
 // (fs_result.text: an empty file has text ""). nil is omitted.
-func (s *Schema) StringPtr(name string, p **string) {
+func (s *schema) StringPtr(name string, p **string) {
 	if s.encoding {
 		if *p != nil {
 			s.key(name)
@@ -325,7 +325,7 @@ func (s *Schema) StringPtr(name string, p **string) {
 		}
 		return
 	}
-	if v, ok := s.field(name, Optional); ok {
+	if v, ok := s.field(name, optional); ok {
 		if str, ok := s.decodeString(v); ok {
 			*p = &str
 		} else {
@@ -336,13 +336,13 @@ func (s *Schema) StringPtr(name string, p **string) {
 
 // NullableString visits a string-or-null field (exec_exit.signal). A
 // required one is written as null when nil; an optional one is omitted.
-func (s *Schema) NullableString(name string, p **string, pr Presence) {
+func (s *schema) NullableString(name string, p **string, pr presence) {
 	if s.encoding {
 		switch {
 		case *p != nil:
 			s.key(name)
 			s.buf = jsjson.AppendString(s.buf, **p)
-		case pr == Required:
+		case pr == required:
 			s.key(name)
 			s.buf = append(s.buf, "null"...)
 		}
@@ -357,11 +357,11 @@ func (s *Schema) NullableString(name string, p **string, pr Presence) {
 	}
 }
 
-// Enum visits a string field restricted to allowed values. Decoding stores
+// enum visits a string field restricted to allowed values. Decoding stores
 // the matching constant, so it never allocates.
-func Enum[T ~string](s *Schema, name string, p *T, pr Presence, allowed ...T) {
+func enum[T ~string](s *schema, name string, p *T, pr presence, allowed ...T) {
 	if s.encoding {
-		if pr == Required || *p != "" {
+		if pr == required || *p != "" {
 			s.key(name)
 			s.buf = jsjson.AppendString(s.buf, string(*p))
 		}
@@ -399,7 +399,7 @@ func decodeNumber(v []byte) (float64, string) {
 	return f, ""
 }
 
-func (s *Schema) appendNumber(name string, f float64) {
+func (s *schema) appendNumber(name string, f float64) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		s.encFail(name, "number is not finite")
 		f = 0
@@ -409,13 +409,13 @@ func (s *Schema) appendNumber(name string, f float64) {
 
 // Number visits a required number field. Any JSON number is accepted, as
 // in JavaScript; integers up to 2^53 are exact.
-func (s *Schema) Number(name string, p *float64) {
+func (s *schema) Number(name string, p *float64) {
 	if s.encoding {
 		s.key(name)
 		s.appendNumber(name, *p)
 		return
 	}
-	if v, ok := s.field(name, Required); ok {
+	if v, ok := s.field(name, required); ok {
 		if f, why := decodeNumber(v); why == "" {
 			*p = f
 		} else {
@@ -425,7 +425,7 @@ func (s *Schema) Number(name string, p *float64) {
 }
 
 // OptNumber visits an optional number field; nil is omitted.
-func (s *Schema) OptNumber(name string, p **float64) {
+func (s *schema) OptNumber(name string, p **float64) {
 	if s.encoding {
 		if *p != nil {
 			s.key(name)
@@ -433,7 +433,7 @@ func (s *Schema) OptNumber(name string, p **float64) {
 		}
 		return
 	}
-	if v, ok := s.field(name, Optional); ok {
+	if v, ok := s.field(name, optional); ok {
 		if f, why := decodeNumber(v); why == "" {
 			*p = &f
 		} else {
@@ -445,13 +445,13 @@ func (s *Schema) OptNumber(name string, p **float64) {
 // NullableNumber visits a number-or-null field (exec_exit.exitCode). A
 // required one is written as null when nil; an optional one is omitted
 // (and null decodes as nil).
-func (s *Schema) NullableNumber(name string, p **float64, pr Presence) {
+func (s *schema) NullableNumber(name string, p **float64, pr presence) {
 	if s.encoding {
 		switch {
 		case *p != nil:
 			s.key(name)
 			s.appendNumber(name, **p)
-		case pr == Required:
+		case pr == required:
 			s.key(name)
 			s.buf = append(s.buf, "null"...)
 		}
@@ -470,9 +470,9 @@ func (s *Schema) NullableNumber(name string, p **float64, pr Presence) {
 
 // Bool visits a boolean field. A required one is always written (false
 // included); an optional one only when true.
-func (s *Schema) Bool(name string, p *bool, pr Presence) {
+func (s *schema) Bool(name string, p *bool, pr presence) {
 	if s.encoding {
-		if pr == Required || *p {
+		if pr == required || *p {
 			s.key(name)
 			s.buf = strconv.AppendBool(s.buf, *p)
 		}
@@ -493,9 +493,9 @@ func (s *Schema) Bool(name string, p *bool, pr Presence) {
 // Strings visits an array of strings. A required nil slice is written as
 // []; an optional nil slice is omitted. Decoding [] gives an empty,
 // non-nil slice.
-func (s *Schema) Strings(name string, p *[]string, pr Presence) {
+func (s *schema) Strings(name string, p *[]string, pr presence) {
 	if s.encoding {
-		if *p == nil && pr == Optional {
+		if *p == nil && pr == optional {
 			return
 		}
 		s.key(name)
@@ -536,9 +536,9 @@ func (s *Schema) Strings(name string, p *[]string, pr Presence) {
 
 // StringMap visits an object whose values are all strings (spawn.env). A
 // required nil map is written as {}; an optional nil map is omitted.
-func (s *Schema) StringMap(name string, p *map[string]string, pr Presence) {
+func (s *schema) StringMap(name string, p *map[string]string, pr presence) {
 	if s.encoding {
-		if *p == nil && pr == Optional {
+		if *p == nil && pr == optional {
 			return
 		}
 		s.key(name)
@@ -584,18 +584,18 @@ func (s *Schema) StringMap(name string, p *map[string]string, pr Presence) {
 // Raw visits a field that holds any JSON value, kept verbatim
 // (rpc.command, event.event). A required raw field is written as null when
 // nil: the key is always present.
-func (s *Schema) Raw(name string, p *json.RawMessage, pr Presence) {
-	s.RawOf(name, p, pr, KindAny)
+func (s *schema) Raw(name string, p *json.RawMessage, pr presence) {
+	s.RawOf(name, p, pr, kindAny)
 }
 
 // RawOf is Raw restricted to some kinds of JSON value.
-func (s *Schema) RawOf(name string, p *json.RawMessage, pr Presence, kinds Kinds) {
+func (s *schema) RawOf(name string, p *json.RawMessage, pr presence, kinds kindSet) {
 	if s.encoding {
 		switch {
 		case *p != nil:
 			s.key(name)
 			s.appendRaw(name, *p)
-		case pr == Required:
+		case pr == required:
 			s.key(name)
 			s.buf = append(s.buf, "null"...)
 		}
@@ -605,32 +605,32 @@ func (s *Schema) RawOf(name string, p *json.RawMessage, pr Presence, kinds Kinds
 	if !ok {
 		return
 	}
-	if kinds != KindAny && kindOf(v)&kinds == 0 {
+	if kinds != kindAny && kindOf(v)&kinds == 0 {
 		s.fail(name, "must be "+kinds.String())
 		return
 	}
 	*p = s.raws.clone(v)
 }
 
-func kindOf(v []byte) Kinds {
+func kindOf(v []byte) kindSet {
 	switch v[0] {
 	case '"':
-		return KindString
+		return kindString
 	case 't', 'f':
-		return KindBool
+		return kindBool
 	case 'n':
-		return KindNull
+		return kindNull
 	case '{':
-		return KindObject
+		return kindObject
 	case '[':
-		return KindArray
+		return kindArray
 	default:
-		return KindNumber
+		return kindNumber
 	}
 }
 
 // String lists the kinds the way schema messages name them ("string,boolean,null").
-func (k Kinds) String() string {
+func (k kindSet) String() string {
 	names := []string{"string", "number", "boolean", "null", "object", "array"}
 	var out []string
 	for i, n := range names {
@@ -644,7 +644,7 @@ func (k Kinds) String() string {
 // appendRaw appends a raw JSON value after checking that it is exactly one
 // JSON value. A value spread over several lines (json.MarshalIndent
 // output) is compacted, since a frame must be one line.
-func (s *Schema) appendRaw(name string, raw json.RawMessage) {
+func (s *schema) appendRaw(name string, raw json.RawMessage) {
 	start := skipSpace(raw, 0)
 	end := s.sc.skipValue(raw, start)
 	if end < 0 || skipSpace(raw, end) != len(raw) {
@@ -680,7 +680,7 @@ func appendCompact(dst, src []byte) []byte {
 
 // enterObject makes the object v the current one; leaveObject restores
 // the one it returns.
-func (s *Schema) enterObject(name string, index int, v []byte) (outer object) {
+func (s *schema) enterObject(name string, index int, v []byte) (outer object) {
 	outer = s.obj
 	base := len(s.members)
 	// v is always a subslice of the record, so its offset there follows
@@ -693,26 +693,26 @@ func (s *Schema) enterObject(name string, index int, v []byte) (outer object) {
 	return outer
 }
 
-func (s *Schema) leaveObject(outer object) {
+func (s *schema) leaveObject(outer object) {
 	s.members = s.members[:s.obj.lo]
 	s.obj = outer
 	s.path = s.path[:len(s.path)-1]
 }
 
-// Struct visits a required nested object.
-func Struct[T any, P ObjectPtr[T]](s *Schema, name string, p *T) {
+// structField visits a required nested object.
+func structField[T any, P shapePtr[T]](s *schema, name string, p *T) {
 	if s.encoding {
 		s.key(name)
 		s.appendObject(P(p))
 		return
 	}
-	if v, ok := s.field(name, Required); ok {
+	if v, ok := s.field(name, required); ok {
 		decodeObject[T, P](s, name, -1, v, p)
 	}
 }
 
-// OptStruct visits an optional nested object; nil is omitted.
-func OptStruct[T any, P ObjectPtr[T]](s *Schema, name string, p **T) {
+// optStructField visits an optional nested object; nil is omitted.
+func optStructField[T any, P shapePtr[T]](s *schema, name string, p **T) {
 	if s.encoding {
 		if *p != nil {
 			s.key(name)
@@ -720,7 +720,7 @@ func OptStruct[T any, P ObjectPtr[T]](s *Schema, name string, p **T) {
 		}
 		return
 	}
-	if v, ok := s.field(name, Optional); ok {
+	if v, ok := s.field(name, optional); ok {
 		t := new(T)
 		if decodeObject[T, P](s, name, -1, v, t) {
 			*p = t
@@ -728,12 +728,12 @@ func OptStruct[T any, P ObjectPtr[T]](s *Schema, name string, p **T) {
 	}
 }
 
-// Structs visits an array of objects. A required nil slice is written as
+// structsField visits an array of objects. A required nil slice is written as
 // []; an optional nil slice is omitted. Decoding [] gives an empty,
 // non-nil slice.
-func Structs[T any, P ObjectPtr[T]](s *Schema, name string, p *[]T, pr Presence) {
+func structsField[T any, P shapePtr[T]](s *schema, name string, p *[]T, pr presence) {
 	if s.encoding {
-		if *p == nil && pr == Optional {
+		if *p == nil && pr == optional {
 			return
 		}
 		s.key(name)
@@ -776,7 +776,7 @@ func Structs[T any, P ObjectPtr[T]](s *Schema, name string, p *[]T, pr Presence)
 }
 
 // decodeObject checks that v is an object and visits it into p.
-func decodeObject[T any, P ObjectPtr[T]](s *Schema, name string, index int, v []byte, p *T) bool {
+func decodeObject[T any, P shapePtr[T]](s *schema, name string, index int, v []byte, p *T) bool {
 	if v[0] != '{' {
 		if name == "" {
 			s.path = append(s.path, pathElem{index: index})
@@ -788,15 +788,15 @@ func decodeObject[T any, P ObjectPtr[T]](s *Schema, name string, index int, v []
 		return false
 	}
 	outer := s.enterObject(name, index, v)
-	P(p).Schema(s)
+	P(p).schema(s)
 	s.leaveObject(outer)
 	return s.err == nil
 }
 
-func (s *Schema) appendObject(o Object) {
+func (s *schema) appendObject(o shape) {
 	s.buf = append(s.buf, '{')
 	s.comma = false
-	o.Schema(s)
+	o.schema(s)
 	s.buf = append(s.buf, '}')
 	s.comma = true
 }

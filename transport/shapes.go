@@ -1,7 +1,7 @@
 package transport
 
-// Shared shapes (reference 1.4 and the nested records of 1.5). Each is an
-// Object: its Schema method is the one place that says which fields exist,
+// Shared shapes (reference 1.4 and the nested records of 1.5). Each is a
+// shape: its schema method is the one place that says which fields exist,
 // which are required and what type they have.
 
 // ModelRef names a model: {provider, id, thinking?}.
@@ -12,11 +12,11 @@ type ModelRef struct {
 	Thinking string
 }
 
-// Schema lists ModelRef's fields.
-func (m *ModelRef) Schema(s *Schema) {
-	s.String("provider", &m.Provider, Required)
-	s.String("id", &m.ID, Required)
-	s.String("thinking", &m.Thinking, Optional)
+// schema lists ModelRef's fields.
+func (m *ModelRef) schema(s *schema) {
+	s.String("provider", &m.Provider, required)
+	s.String("id", &m.ID, required)
+	s.String("thinking", &m.Thinking, optional)
 }
 
 // KeyProof is one signature of a handshake (pifleet addition): Key is the
@@ -27,10 +27,10 @@ type KeyProof struct {
 	Sig string
 }
 
-// Schema lists KeyProof's fields.
-func (k *KeyProof) Schema(s *Schema) {
-	s.String("key", &k.Key, Required)
-	s.String("sig", &k.Sig, Required)
+// schema lists KeyProof's fields.
+func (k *KeyProof) schema(s *schema) {
+	s.String("key", &k.Key, required)
+	s.String("sig", &k.Sig, required)
 }
 
 // InstanceState is the state of a worker instance as the agent reports it.
@@ -63,18 +63,18 @@ type InstanceInfo struct {
 	Worktree *WorktreeInfo
 }
 
-// Schema lists InstanceInfo's fields.
-func (i *InstanceInfo) Schema(s *Schema) {
-	s.String("instanceId", &i.InstanceID, Required)
+// schema lists InstanceInfo's fields.
+func (i *InstanceInfo) schema(s *schema) {
+	s.String("instanceId", &i.InstanceID, required)
 	s.OptNumber("pid", &i.PID)
-	s.String("cwd", &i.Cwd, Required)
-	s.String("bundle", &i.Bundle, Optional)
-	s.String("bundleHash", &i.BundleHash, Optional)
-	s.String("sessionPath", &i.SessionPath, Optional)
-	s.String("state", (*string)(&i.State), Required)
-	OptStruct(s, "model", &i.Model)
-	s.Bool("modelPinned", &i.ModelPinned, Optional)
-	OptStruct(s, "worktree", &i.Worktree)
+	s.String("cwd", &i.Cwd, required)
+	s.String("bundle", &i.Bundle, optional)
+	s.String("bundleHash", &i.BundleHash, optional)
+	s.String("sessionPath", &i.SessionPath, optional)
+	s.String("state", (*string)(&i.State), required)
+	optStructField(s, "model", &i.Model)
+	s.Bool("modelPinned", &i.ModelPinned, optional)
+	optStructField(s, "worktree", &i.Worktree)
 }
 
 // IsolationMode is how a worker is kept apart from the others.
@@ -94,11 +94,11 @@ type Isolation struct {
 	Branch, Base string
 }
 
-// Schema lists Isolation's fields.
-func (i *Isolation) Schema(s *Schema) {
-	Enum(s, "mode", &i.Mode, Required, IsolationWorktree)
-	s.String("branch", &i.Branch, Optional)
-	s.String("base", &i.Base, Optional)
+// schema lists Isolation's fields.
+func (i *Isolation) schema(s *schema) {
+	enum(s, "mode", &i.Mode, required, IsolationWorktree)
+	s.String("branch", &i.Branch, optional)
+	s.String("base", &i.Base, optional)
 }
 
 // WorktreeInfo is an isolated worker's git worktree.
@@ -111,13 +111,13 @@ type WorktreeInfo struct {
 	Base, BaseRef string
 }
 
-// Schema lists WorktreeInfo's fields.
-func (w *WorktreeInfo) Schema(s *Schema) {
-	s.String("repo", &w.Repo, Required)
-	s.String("path", &w.Path, Required)
-	s.String("branch", &w.Branch, Required)
-	s.String("base", &w.Base, Required)
-	s.String("baseRef", &w.BaseRef, Optional)
+// schema lists WorktreeInfo's fields.
+func (w *WorktreeInfo) schema(s *schema) {
+	s.String("repo", &w.Repo, required)
+	s.String("path", &w.Path, required)
+	s.String("branch", &w.Branch, required)
+	s.String("base", &w.Base, required)
+	s.String("baseRef", &w.BaseRef, optional)
 }
 
 // WorktreeStat is an isolated worker's changes against its base.
@@ -126,10 +126,10 @@ type WorktreeStat struct {
 	Files, Insertions, Deletions float64
 }
 
-// Schema lists WorktreeStat's fields.
-func (w *WorktreeStat) Schema(s *Schema) {
-	s.String("branch", &w.Branch, Required)
-	s.String("base", &w.Base, Required)
+// schema lists WorktreeStat's fields.
+func (w *WorktreeStat) schema(s *schema) {
+	s.String("branch", &w.Branch, required)
+	s.String("base", &w.Base, required)
 	s.Number("files", &w.Files)
 	s.Number("insertions", &w.Insertions)
 	s.Number("deletions", &w.Deletions)
@@ -163,22 +163,22 @@ type SessionInfo struct {
 	AttachedInstanceID string
 }
 
-// Schema lists SessionInfo's fields.
-func (i *SessionInfo) Schema(s *Schema) {
-	s.String("sessionId", &i.SessionID, Required)
-	s.String("path", &i.Path, Required)
-	s.String("name", &i.Name, Optional)
-	s.String("cwd", &i.Cwd, Required)
-	Enum(s, "kind", &i.Kind, Required, SessionBaseline, SessionTask, SessionScratch)
-	s.Bool("pinned", &i.Pinned, Required)
-	s.String("parentSession", &i.ParentSession, Optional)
-	s.String("bundle", &i.Bundle, Optional)
-	s.String("bundleHash", &i.BundleHash, Optional)
-	s.String("gitHead", &i.GitHead, Optional)
-	s.Strings("taskIds", &i.TaskIDs, Optional)
-	s.Strings("labels", &i.Labels, Optional)
+// schema lists SessionInfo's fields.
+func (i *SessionInfo) schema(s *schema) {
+	s.String("sessionId", &i.SessionID, required)
+	s.String("path", &i.Path, required)
+	s.String("name", &i.Name, optional)
+	s.String("cwd", &i.Cwd, required)
+	enum(s, "kind", &i.Kind, required, SessionBaseline, SessionTask, SessionScratch)
+	s.Bool("pinned", &i.Pinned, required)
+	s.String("parentSession", &i.ParentSession, optional)
+	s.String("bundle", &i.Bundle, optional)
+	s.String("bundleHash", &i.BundleHash, optional)
+	s.String("gitHead", &i.GitHead, optional)
+	s.Strings("taskIds", &i.TaskIDs, optional)
+	s.Strings("labels", &i.Labels, optional)
 	s.Number("updatedAt", &i.UpdatedAt)
-	s.String("attachedInstanceId", &i.AttachedInstanceID, Optional)
+	s.String("attachedInstanceId", &i.AttachedInstanceID, optional)
 }
 
 // Budget limits a worker: {maxCost?}.
@@ -191,8 +191,8 @@ type Budget struct {
 	MaxMinutes *float64
 }
 
-// Schema lists Budget's fields.
-func (b *Budget) Schema(s *Schema) {
+// schema lists Budget's fields.
+func (b *Budget) schema(s *schema) {
 	s.OptNumber("maxCost", &b.MaxCost)
 	s.OptNumber("maxTurns", &b.MaxTurns)
 	s.OptNumber("maxMinutes", &b.MaxMinutes)
@@ -206,8 +206,8 @@ type TaskStats struct {
 	Cost         *float64
 }
 
-// Schema lists TaskStats's fields.
-func (t *TaskStats) Schema(s *Schema) {
+// schema lists TaskStats's fields.
+func (t *TaskStats) schema(s *schema) {
 	s.OptNumber("turns", &t.Turns)
 	s.OptNumber("toolCalls", &t.ToolCalls)
 	s.OptNumber("filesChanged", &t.FilesChanged)
@@ -221,11 +221,11 @@ type SessionHit struct {
 	Snippet   string
 }
 
-// Schema lists SessionHit's fields.
-func (h *SessionHit) Schema(s *Schema) {
-	s.String("sessionId", &h.SessionID, Required)
-	s.String("path", &h.Path, Required)
-	s.String("snippet", &h.Snippet, Required)
+// schema lists SessionHit's fields.
+func (h *SessionHit) schema(s *schema) {
+	s.String("sessionId", &h.SessionID, required)
+	s.String("path", &h.Path, required)
+	s.String("snippet", &h.Snippet, required)
 }
 
 // ExecMode says how an exec command is run.
@@ -261,17 +261,17 @@ type ExecRecord struct {
 	Aborted  bool
 }
 
-// Schema lists ExecRecord's fields.
-func (r *ExecRecord) Schema(s *Schema) {
-	s.String("execId", &r.ExecID, Required)
-	Enum(s, "mode", &r.Mode, Required, ExecShell, ExecArgv)
-	s.String("cwd", &r.Cwd, Required)
-	Enum(s, "state", &r.State, Required, ExecRunning, ExecExited)
+// schema lists ExecRecord's fields.
+func (r *ExecRecord) schema(s *schema) {
+	s.String("execId", &r.ExecID, required)
+	enum(s, "mode", &r.Mode, required, ExecShell, ExecArgv)
+	s.String("cwd", &r.Cwd, required)
+	enum(s, "state", &r.State, required, ExecRunning, ExecExited)
 	s.Number("startedAt", &r.StartedAt)
 	s.OptNumber("finishedAt", &r.FinishedAt)
-	s.NullableNumber("exitCode", &r.ExitCode, Optional)
-	s.Bool("timedOut", &r.TimedOut, Optional)
-	s.Bool("aborted", &r.Aborted, Optional)
+	s.NullableNumber("exitCode", &r.ExitCode, optional)
+	s.Bool("timedOut", &r.TimedOut, optional)
+	s.Bool("aborted", &r.Aborted, optional)
 }
 
 // FsEntryKind is the kind of a directory entry in fs_result.
@@ -290,10 +290,10 @@ type FsEntry struct {
 	Bytes *float64
 }
 
-// Schema lists FsEntry's fields.
-func (e *FsEntry) Schema(s *Schema) {
-	s.String("name", &e.Name, Required)
-	Enum(s, "kind", &e.Kind, Required, FsFile, FsDir)
+// schema lists FsEntry's fields.
+func (e *FsEntry) schema(s *schema) {
+	s.String("name", &e.Name, required)
+	enum(s, "kind", &e.Kind, required, FsFile, FsDir)
 	s.OptNumber("bytes", &e.Bytes)
 }
 
@@ -303,8 +303,8 @@ type FsError struct {
 	Message string
 }
 
-// Schema lists FsError's fields.
-func (e *FsError) Schema(s *Schema) {
-	s.String("code", &e.Code, Required)
-	s.String("message", &e.Message, Required)
+// schema lists FsError's fields.
+func (e *FsError) schema(s *schema) {
+	s.String("code", &e.Code, required)
+	s.String("message", &e.Message, required)
 }

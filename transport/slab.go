@@ -3,7 +3,7 @@ package transport
 // Decoding a frame used to cost two heap allocations of its own: the frame
 // struct and the copy of its raw values (an event's payload). At a million
 // frames a second, malloc was a sixth of the decoder's time. A decoding
-// Schema therefore carves both from blocks it allocates a few at a time:
+// schema therefore carves both from blocks it allocates a few at a time:
 // one malloc then serves many frames.
 //
 // The price is retention: a frame, or a raw value, kept alive keeps its

@@ -356,13 +356,13 @@ func TestEncoderWritesOneFramePerWrite(t *testing.T) {
 }
 
 func TestNewFrame(t *testing.T) {
-	for _, name := range FrameTypes() {
-		f, ok := NewFrame(name)
+	for _, name := range frameTypes() {
+		f, ok := newFrame(name)
 		if !ok || f.FrameType() != name {
 			t.Errorf("NewFrame(%q) = %v, %v", name, f, ok)
 		}
 	}
-	if _, ok := NewFrame("toString"); ok {
+	if _, ok := newFrame("toString"); ok {
 		t.Error("NewFrame(toString) succeeded")
 	}
 }
