@@ -415,7 +415,7 @@ func TestServerKill9WhileATaskFinishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tasks) != 1 || tasks[0].ID != task || tasks[0].State != string(fleet.StateAwaitingReview) ||
+	if len(tasks) != 1 || tasks[0].ID != task || tasks[0].State != string(fleet.TaskAwaitingReview) ||
 		tasks[0].LastDone == nil || tasks[0].LastDone.Seq != td.Seq {
 		t.Fatalf("tasks after the restart: %+v", tasks)
 	}

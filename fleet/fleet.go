@@ -200,12 +200,16 @@ func (f *Fleet) restore() error {
 		return err
 	}
 	for _, rec := range tasks {
-		t := &task{rec: rec, done: make(chan struct{})}
+		t, err := newTask(rec)
+		if err != nil {
+			f.log.Warn().Err(err).Str("task", rec.TaskID).Msg("stored task has an unknown state; skipped")
+			continue
+		}
 		if rec.LastDone != nil {
 			close(t.done)
 		}
 		f.tasks[rec.TaskID] = t
-		if inst := f.instances[rec.InstanceID]; inst != nil && isOpenTaskState(rec.State) {
+		if inst := f.instances[rec.InstanceID]; inst != nil && t.open() {
 			inst.openTask = rec.TaskID
 			inst.maxRejects = rec.MaxRejects
 		}
@@ -256,14 +260,6 @@ func (f *Fleet) applyManifest(inst *instance) {
 	if inst.budget == nil {
 		inst.budget = man.Budget
 	}
-}
-
-func isOpenTaskState(s string) bool {
-	switch InstanceState(s) {
-	case StateRunning, StateAwaitingReview, StateVerifying, StateRevising, StateEscalated, StateAccepted:
-		return true
-	}
-	return false
 }
 
 // Start connects the fleet: the registry listener (when configured), the
@@ -565,15 +561,30 @@ func (f *Fleet) persistTaskLocked(t *task) {
 	t.rec = stored
 }
 
-func (f *Fleet) setTaskStateLocked(t *task, state string) {
-	if t == nil || t.rec.State == state {
-		return
+// fireTaskLocked fires ev on the task's machine, persists the new state
+// and publishes the change. A stale event is logged and dropped (false).
+// f.mu must be held.
+func (f *Fleet) fireTaskLocked(t *task, ev TaskEvent) bool {
+	from := t.m.State()
+	if err := t.m.Fire(ev); err != nil {
+		f.log.Debug().Str("task", t.rec.TaskID).Str("event", string(ev)).Str("state", string(from)).Msg("stale task event dropped")
+		return false
 	}
-	from := t.rec.State
-	t.rec.State = state
+	t.rec.State = string(t.m.State())
 	f.persistTaskLocked(t)
 	f.publishLocked(Change{Kind: ChangeTaskState, Agent: t.rec.Machine, InstanceID: t.rec.InstanceID, TaskID: t.rec.TaskID,
-		From: from, To: state})
+		Event: string(ev), From: string(from), To: t.rec.State})
+	return true
+}
+
+// endTaskLocked ends the instance's open task with ev (aborted, stopped,
+// workerGone, promptLost) when it is still open, and detaches it from the
+// instance.
+func (f *Fleet) endTaskLocked(inst *instance, ev TaskEvent) {
+	if t := f.tasks[inst.openTask]; t != nil && t.m.Can(ev) {
+		f.fireTaskLocked(t, ev)
+	}
+	inst.openTask = ""
 }
 
 // ---- task_done notification ----

@@ -593,7 +593,7 @@ func TestServerRestartKeepsTasksAndDedupe(t *testing.T) {
 
 	tf2 := startFleet(t, state, reg, agents)
 	tf2.waitAgent(t, "box", transport.StateEstablished)
-	if got := tf2.Tasks(); len(got) != 1 || got[0].TaskID != task.ID() || got[0].State != string(fleet.StateAwaitingReview) {
+	if got := tf2.Tasks(); len(got) != 1 || got[0].TaskID != task.ID() || got[0].State != fleet.TaskAwaitingReview {
 		t.Fatalf("tasks after restart: %+v", got)
 	}
 	inst2, err := tf2.Instance(inst.ID())

@@ -228,7 +228,7 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		inst.rec.Worktree.Branch = fr.Worktree.Branch // named after its first task
 		f.persistInstanceLocked(inst)
 	}
-	review := inst != nil && t != nil && inst.openTask == fr.TaskID && t.rec.State == string(StateRunning) &&
+	review := inst != nil && t != nil && inst.openTask == fr.TaskID && t.m.Can(TaskEventDone) &&
 		inst.m.Can(EventTaskDone)
 	var stored serverstore.Task
 	rc, err := f.store.RecordTaskDone(td, func(tx *serverstore.Tx) error {
@@ -239,7 +239,8 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		if err != nil || !ok {
 			return err
 		}
-		cur.State = string(StateAwaitingReview)
+		next, _ := TaskTable.Next(t.m.State(), TaskEventDone)
+		cur.State = string(next)
 		stored, err = tx.PutTask(cur)
 		return err
 	})
@@ -251,10 +252,12 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	if !rc.Duplicate {
 		if t != nil {
 			if review {
+				from := t.m.State()
 				t.rec = stored
+				_ = t.m.Fire(TaskEventDone) // Can, checked above: stored with the task_done
 				f.fireLocked(inst, EventTaskDone, nil)
 				f.publishLocked(Change{Kind: ChangeTaskState, Agent: a.name, InstanceID: inst.id, TaskID: t.rec.TaskID,
-					From: string(StateRunning), To: t.rec.State})
+					Event: string(TaskEventDone), From: string(from), To: t.rec.State})
 			} else if fresh, err := f.store.GetTask(fr.TaskID); err == nil {
 				t.rec = fresh
 			}

@@ -560,10 +560,7 @@ func (i *Instance) Abort(_ context.Context) error {
 	if err := f.sendAbortLocked(inst, c); err != nil {
 		return err
 	}
-	if t := f.tasks[inst.openTask]; t != nil {
-		f.setTaskStateLocked(t, TaskAborted)
-	}
-	inst.openTask = ""
+	f.endTaskLocked(inst, TaskEventAborted)
 	f.fireLocked(inst, EventAbortRequested, nil)
 	f.armAbortDeadlineLocked(inst)
 	return nil
@@ -611,10 +608,7 @@ func (i *Instance) Stop(ctx context.Context) error {
 		f.mu.Unlock()
 		return err
 	}
-	if t := f.tasks[inst.openTask]; t != nil && isOpenTaskState(t.rec.State) {
-		f.setTaskStateLocked(t, TaskStopped)
-	}
-	inst.openTask = ""
+	f.endTaskLocked(inst, TaskEventStopped)
 	f.fireLocked(inst, EventStopRequested, nil)
 	f.mu.Unlock()
 	return f.awaitEnd(ctx, inst, w)

@@ -25,7 +25,7 @@ import (
 //
 // It also checks the fleet's state machine drivers (fsmtest.Trace): no
 // event is dropped silently, and the whole suite fires every edge of the
-// instance table and of the connection table (the fleet is the
+// instance, task and connection tables (the fleet is the
 // production driver of both: cmd/pifleet-server and the examples drive
 // them too, through this package, and check only for dropped events).
 func TestMain(m *testing.M) {
@@ -68,6 +68,11 @@ var fleetChecks = fsmtest.Checks{
 			// the reconnect re-sends it; no test makes a send fail at that
 			// instant yet.
 			fsmtest.Unfired{Src: "revising", Event: "workerGone", Dst: "stopped", Reason: "no test holds revising"},
+		),
+		fsmtest.Cover(fleet.TaskTable,
+			fsmtest.Unfired{Src: "revising", Event: "workerGone", Dst: "aborted", Reason: "no test holds revising (see the instance table)"},
+			fsmtest.Unfired{Src: "revising", Event: "stopped", Dst: "stopped", Reason: "the SDK refuses Stop in revising"},
+			fsmtest.Unfired{Src: "running", Event: "promptLost", Dst: "failed", Reason: "not driven yet"},
 		),
 		fsmtest.Cover(transport.ConnectionTable),
 	},

@@ -122,10 +122,7 @@ func (f *Fleet) workerGoneLocked(inst *instance, reason string) bool {
 	if InstanceTable.IsFinal(inst.m.State()) || !inst.m.Can(EventWorkerGone) {
 		return false
 	}
-	if t := f.tasks[inst.openTask]; t != nil && isOpenTaskState(t.rec.State) {
-		f.setTaskStateLocked(t, TaskAborted)
-	}
-	inst.openTask = ""
+	f.endTaskLocked(inst, TaskEventWorkerGone)
 	inst.gone = &WorkerGoneError{InstanceID: inst.id, Reason: reason}
 	return f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone: " + reason })
 }

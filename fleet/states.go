@@ -335,3 +335,127 @@ func RejectionEvent(rejectsSoFar, maxRejects int) InstanceEvent {
 	}
 	return EventTaskRejected
 }
+
+// TaskState is where one tracked task stands in its review (TaskTable).
+// Its values are stored in the server's state file: they never change.
+type TaskState string
+
+// TaskEvent moves a task between TaskStates.
+type TaskEvent string
+
+// The states of a tracked task.
+const (
+	// TaskRunning: the prompt (or the revision feedback) is with the
+	// worker; its task_done has not come.
+	TaskRunning TaskState = "running"
+	// TaskAwaitingReview: the task_done came; the application has not
+	// started its review.
+	TaskAwaitingReview TaskState = "awaiting_review"
+	// TaskVerifying: the application reviews the task.
+	TaskVerifying TaskState = "verifying"
+	// TaskAccepted: the review accepted the task; its disposition (keep
+	// the worker idle, or stop it) follows at once.
+	TaskAccepted TaskState = "accepted"
+	// TaskRevising: the review rejected the task; the feedback is to be
+	// delivered to the worker.
+	TaskRevising TaskState = "revising"
+	// TaskEscalated: rejected more often than review.maxRejects allows; a
+	// human decides.
+	TaskEscalated TaskState = "escalated"
+	// TaskEnded: accepted and its disposition carried out (final).
+	TaskEnded TaskState = "ended"
+	// TaskAborted: aborted while it ran, or its worker died before a
+	// verdict (final).
+	TaskAborted TaskState = "aborted"
+	// TaskStopped: its instance was stopped before a verdict (final).
+	TaskStopped TaskState = "stopped"
+	// TaskFailed: the prompt never reached the worker and cannot finish
+	// any more: after a reconnect the worker was idle and the agent's
+	// outbox, replayed by then, held no task_done for it (final).
+	TaskFailed TaskState = "failed"
+)
+
+// Task events.
+const (
+	// TaskEventDone: a new task_done for the task while it runs.
+	TaskEventDone TaskEvent = "taskDone"
+	// TaskEventReviewStarted: the application began its review.
+	TaskEventReviewStarted TaskEvent = "reviewStarted"
+	// TaskEventAccepted: the review accepted the task.
+	TaskEventAccepted TaskEvent = "accepted"
+	// TaskEventRejected: the review rejected the task, within maxRejects
+	// (or a human rejected it).
+	TaskEventRejected TaskEvent = "rejected"
+	// TaskEventMaxRejectsExceeded: the review rejected it once more than
+	// maxRejects allows.
+	TaskEventMaxRejectsExceeded TaskEvent = "maxRejectsExceeded"
+	// TaskEventHumanDecided: a human took up the escalated task.
+	TaskEventHumanDecided TaskEvent = "humanDecided"
+	// TaskEventFeedbackDelivered: the rejection feedback was written to
+	// the agent connection; the worker works on it.
+	TaskEventFeedbackDelivered TaskEvent = "feedbackDelivered"
+	// TaskEventDispositionDone: the accepted task's disposition was
+	// carried out (keep_idle applied, or the stop sent).
+	TaskEventDispositionDone TaskEvent = "dispositionDone"
+	// TaskEventAborted: the application aborted the run.
+	TaskEventAborted TaskEvent = "aborted"
+	// TaskEventStopped: the application stopped the instance.
+	TaskEventStopped TaskEvent = "stopped"
+	// TaskEventWorkerGone: the worker ended by itself.
+	TaskEventWorkerGone TaskEvent = "workerGone"
+	// TaskEventPromptLost: reconcile showed a running task that can no
+	// longer finish (see TaskFailed).
+	TaskEventPromptLost TaskEvent = "promptLost"
+)
+
+// TaskTable is a tracked task's review cycle as a table (machine name
+// "task"). It runs beside its instance's machine: the instance says where
+// the worker is (idle, running, awaiting_review, …), the task says where
+// its work is, and outlives the instance once final. The events fire
+// with the instance events of the same step:
+//
+//	task_done (new, task running)     taskDone            with instance taskDone
+//	review starts                     reviewStarted       with instance reviewStarted
+//	accept                            accepted, then dispositionDone
+//	reject within maxRejects          rejected            (TaskRejectionEvent)
+//	reject beyond maxRejects          maxRejectsExceeded
+//	human takes up the decision       humanDecided
+//	feedback written                  feedbackDelivered   with instance feedbackDelivered
+//	Abort                             aborted
+//	Stop before a verdict             stopped
+//	worker died                       workerGone          (its task_done, if any, opens no review)
+//	reconcile: prompt lost            promptLost
+//
+// A task whose instance is already final takes no events: every event
+// that finds the task in a final state is stale.
+var TaskTable = fsmkit.MustTable(fsmkit.Spec[TaskState, TaskEvent]{
+	Name:    "task",
+	Initial: TaskRunning,
+	Final:   []TaskState{TaskEnded, TaskAborted, TaskStopped, TaskFailed},
+	Transitions: []fsmkit.Transition[TaskState, TaskEvent]{
+		{Event: TaskEventDone, Src: []TaskState{TaskRunning}, Dst: TaskAwaitingReview},
+		{Event: TaskEventReviewStarted, Src: []TaskState{TaskAwaitingReview}, Dst: TaskVerifying},
+		{Event: TaskEventAccepted, Src: []TaskState{TaskVerifying}, Dst: TaskAccepted},
+		{Event: TaskEventDispositionDone, Src: []TaskState{TaskAccepted}, Dst: TaskEnded},
+		{Event: TaskEventRejected, Src: []TaskState{TaskVerifying}, Dst: TaskRevising},
+		{Event: TaskEventMaxRejectsExceeded, Src: []TaskState{TaskVerifying}, Dst: TaskEscalated},
+		{Event: TaskEventHumanDecided, Src: []TaskState{TaskEscalated}, Dst: TaskVerifying},
+		{Event: TaskEventFeedbackDelivered, Src: []TaskState{TaskRevising}, Dst: TaskRunning},
+		{Event: TaskEventAborted, Src: []TaskState{TaskRunning}, Dst: TaskAborted},
+		{Event: TaskEventStopped, Src: []TaskState{
+			TaskRunning, TaskAwaitingReview, TaskVerifying, TaskEscalated, TaskRevising,
+		}, Dst: TaskStopped},
+		{Event: TaskEventWorkerGone, Src: []TaskState{
+			TaskRunning, TaskAwaitingReview, TaskVerifying, TaskEscalated, TaskRevising,
+		}, Dst: TaskAborted},
+		{Event: TaskEventPromptLost, Src: []TaskState{TaskRunning}, Dst: TaskFailed},
+	},
+})
+
+// TaskRejectionEvent is RejectionEvent for the task's own machine.
+func TaskRejectionEvent(rejectsSoFar, maxRejects int) TaskEvent {
+	if RejectionEvent(rejectsSoFar, maxRejects) == EventMaxRejectsExceeded {
+		return TaskEventMaxRejectsExceeded
+	}
+	return TaskEventRejected
+}

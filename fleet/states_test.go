@@ -323,3 +323,71 @@ func ExampleInstanceTable() {
 	// reviewStarted → verifying
 	// instance machine: event spawned is not valid in state verifying
 }
+
+func TestTaskTableMatrix(t *testing.T) {
+	// Written from the review cycle (seed §7) and the task's own ends,
+	// state by state, not from the table.
+	open := func(extra map[TaskEvent]TaskState) map[TaskEvent]TaskState {
+		extra[TaskEventStopped] = TaskStopped
+		extra[TaskEventWorkerGone] = TaskAborted
+		return extra
+	}
+	fsmtest.Matrix(t, TaskTable, map[TaskState]map[TaskEvent]TaskState{
+		TaskRunning: open(map[TaskEvent]TaskState{
+			TaskEventDone:       TaskAwaitingReview,
+			TaskEventAborted:    TaskAborted,
+			TaskEventPromptLost: TaskFailed,
+		}),
+		TaskAwaitingReview: open(map[TaskEvent]TaskState{TaskEventReviewStarted: TaskVerifying}),
+		TaskVerifying: open(map[TaskEvent]TaskState{
+			TaskEventAccepted:           TaskAccepted,
+			TaskEventRejected:           TaskRevising,
+			TaskEventMaxRejectsExceeded: TaskEscalated,
+		}),
+		// accepted lasts one step: the disposition follows under the same
+		// lock, so nothing else can reach it.
+		TaskAccepted:  {TaskEventDispositionDone: TaskEnded},
+		TaskRevising:  open(map[TaskEvent]TaskState{TaskEventFeedbackDelivered: TaskRunning}),
+		TaskEscalated: open(map[TaskEvent]TaskState{TaskEventHumanDecided: TaskVerifying}),
+		TaskEnded:     {},
+		TaskAborted:   {},
+		TaskStopped:   {},
+		TaskFailed:    {},
+	})
+}
+
+func TestTaskTableReachable(t *testing.T) {
+	fsmtest.Reachable(t, TaskTable)
+}
+
+func TestTaskTableGolden(t *testing.T) {
+	fsmtest.Golden(t, TaskTable, "testdata/task.mmd")
+}
+
+// TestTaskStatesAreStoredNames: the task's states are stored in the
+// server's state file and shown to users; they are the instance's review
+// state names, plus the task's own ends.
+func TestTaskStatesAreStoredNames(t *testing.T) {
+	for _, s := range []TaskState{TaskRunning, TaskAwaitingReview, TaskVerifying, TaskAccepted, TaskRevising, TaskEscalated} {
+		if _, err := InstanceTable.Restore(InstanceState(s)); err != nil {
+			t.Errorf("task state %q is not an instance state of the same name: %v", s, err)
+		}
+	}
+	if got := len(TaskTable.States()); got != 10 {
+		t.Errorf("%d task states, want 10: %v", got, TaskTable.States())
+	}
+}
+
+func TestTaskRejectionEventFollowsRejectionEvent(t *testing.T) {
+	for so := range 5 {
+		for mr := range 4 {
+			want := TaskEventRejected
+			if RejectionEvent(so, mr) == EventMaxRejectsExceeded {
+				want = TaskEventMaxRejectsExceeded
+			}
+			if got := TaskRejectionEvent(so, mr); got != want {
+				t.Errorf("TaskRejectionEvent(%d, %d) = %s, want %s", so, mr, got, want)
+			}
+		}
+	}
+}

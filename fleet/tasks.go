@@ -7,25 +7,32 @@ import (
 	"time"
 
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/pirpc"
 	"example.com/pifleet/transport/trust"
 )
 
-// Task states outside the review cycle (a task's State otherwise mirrors
-// its instance's review state: running, awaiting_review, verifying,
-// accepted, revising, escalated).
-const (
-	TaskAborted = "aborted" // Abort while it ran
-	TaskStopped = "stopped" // Stop before a verdict
-	TaskEnded   = "ended"   // accepted and its disposition carried out
-)
-
 // task is the fleet's record of one tracked task; guarded by Fleet.mu.
+// m is its review state (TaskTable); rec.State is m's state as stored.
 type task struct {
 	rec  serverstore.Task
+	m    fsmkit.Machine[TaskState, TaskEvent]
 	done chan struct{} // closed on its first task_done
 }
+
+// newTask is a task record with its machine restored from rec.State.
+func newTask(rec serverstore.Task) (*task, error) {
+	m, err := TaskTable.Restore(TaskState(rec.State))
+	if err != nil {
+		return nil, err
+	}
+	return &task{rec: rec, m: m, done: make(chan struct{})}, nil
+}
+
+// open reports whether the task still waits for its worker or its
+// review (not final).
+func (t *task) open() bool { return !TaskTable.IsFinal(t.m.State()) }
 
 func (t *task) markDoneLocked() {
 	select {
@@ -90,8 +97,8 @@ type Feedback struct {
 // TaskInfo describes a task and its review.
 type TaskInfo struct {
 	TaskID, InstanceID, Agent, Prompt, TraceID string
-	// State is the review state (see the task state constants).
-	State      string
+	// State is the review state (TaskTable).
+	State      TaskState
 	Rejects    int
 	MaxRejects int
 	Feedback   []Feedback
@@ -104,7 +111,7 @@ type TaskInfo struct {
 
 func infoOf(rec serverstore.Task) TaskInfo {
 	info := TaskInfo{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Agent: rec.Machine, Prompt: rec.Prompt,
-		TraceID: rec.TraceID, State: rec.State, Rejects: rec.Rejects, MaxRejects: rec.MaxRejects, Verdict: rec.Verdict}
+		TraceID: rec.TraceID, State: TaskState(rec.State), Rejects: rec.Rejects, MaxRejects: rec.MaxRejects, Verdict: rec.Verdict}
 	for _, fb := range rec.Feedback {
 		info.Feedback = append(info.Feedback, Feedback{At: fb.At, Text: fb.Text, Truncated: fb.Truncated, By: fb.By, Delivered: fb.Delivered})
 	}
@@ -219,8 +226,8 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 	// The session is named after its task before the task starts.
 	f.nameForTask(ctx, i.id, id, text)
 	f.mu.Lock()
-	t := &task{done: make(chan struct{}), rec: serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,
-		Prompt: text, TraceID: inst.rec.TraceID, State: string(StateRunning), MaxRejects: inst.maxRejects}}
+	t, _ := newTask(serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,
+		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects})
 	// Recorded before it is sent: a task_done can never name a task the
 	// store does not know.
 	f.persistTaskLocked(t)
@@ -248,11 +255,11 @@ func (f *Fleet) reviewLocked(taskID, op string, from ...InstanceState) (*task, *
 		return nil, nil, nil, nil, err
 	}
 	if inst.openTask != taskID {
-		return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: t.rec.State, Op: op}
+		return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: string(t.m.State()), Op: op}
 	}
 	if inst.m.State() == StateAwaitingReview {
 		f.fireLocked(inst, EventReviewStarted, nil)
-		f.setTaskStateLocked(t, string(StateVerifying))
+		f.fireTaskLocked(t, TaskEventReviewStarted)
 	}
 	for _, s := range from {
 		if inst.m.State() == s {
@@ -311,9 +318,9 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 			}
 		}
 		f.fireLocked(inst, EventTaskAccepted, nil)
-		f.setTaskStateLocked(tk, string(StateAccepted))
+		f.fireTaskLocked(tk, TaskEventAccepted)
 		inst.openTask = ""
-		f.setTaskStateLocked(tk, TaskEnded)
+		f.fireTaskLocked(tk, TaskEventDispositionDone)
 		f.fireLocked(inst, EventKeptIdle, nil)
 		return nil, nil
 	}
@@ -330,9 +337,9 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 		return nil, err
 	}
 	f.fireLocked(inst, EventTaskAccepted, nil)
-	f.setTaskStateLocked(tk, string(StateAccepted))
+	f.fireTaskLocked(tk, TaskEventAccepted)
 	inst.openTask = ""
-	f.setTaskStateLocked(tk, TaskEnded)
+	f.fireTaskLocked(tk, TaskEventDispositionDone)
 	f.fireLocked(inst, EventStopRequested, nil)
 	return w, nil
 }
@@ -354,13 +361,13 @@ func (t *Task) Reject(_ context.Context, feedback string) (escalated bool, err e
 	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: feedback, By: "application"})
 	if ev == EventMaxRejectsExceeded {
 		f.fireLocked(inst, EventMaxRejectsExceeded, nil)
-		f.setTaskStateLocked(tk, string(StateEscalated))
+		f.fireTaskLocked(tk, TaskEventMaxRejectsExceeded)
 		f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: tk.rec.TaskID,
 			Message: fmt.Sprintf("rejected %d times (maxRejects %d): a human decides", tk.rec.Rejects, tk.rec.MaxRejects)})
 		return true, nil
 	}
 	f.fireLocked(inst, EventTaskRejected, nil)
-	f.setTaskStateLocked(tk, string(StateRevising))
+	f.fireTaskLocked(tk, TaskEventRejected)
 	return false, f.deliverFeedbackLocked(tk, inst, a, c)
 }
 
@@ -387,8 +394,7 @@ func (f *Fleet) deliverFeedbackLocked(tk *task, inst *instance, a *agentState, c
 	tk.rec.Feedback[n-1].Delivered = true
 	inst.tally = pirpc.Tally{}
 	f.fireLocked(inst, EventFeedbackDelivered, nil)
-	f.setTaskStateLocked(tk, string(StateRunning))
-	f.persistTaskLocked(tk)
+	f.fireTaskLocked(tk, TaskEventFeedbackDelivered)
 	return nil
 }
 
@@ -412,7 +418,7 @@ func (t *Task) Decide(ctx context.Context, v Verdict) error {
 		return err
 	}
 	f.fireLocked(inst, EventHumanDecided, nil)
-	f.setTaskStateLocked(tk, string(StateVerifying))
+	f.fireTaskLocked(tk, TaskEventHumanDecided)
 	if v.Accept {
 		w, err := f.acceptLocked(tk, inst, a, c, v.Disposition, "human")
 		f.mu.Unlock()
@@ -425,7 +431,7 @@ func (t *Task) Decide(ctx context.Context, v Verdict) error {
 	tk.rec.Rejects++
 	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: v.Feedback, By: "human"})
 	f.fireLocked(inst, EventTaskRejected, nil)
-	f.setTaskStateLocked(tk, string(StateRevising))
+	f.fireTaskLocked(tk, TaskEventRejected)
 	return f.deliverFeedbackLocked(tk, inst, a, c)
 }
 

@@ -114,7 +114,7 @@ func TestIsolatedTasksThroughTheFleet(t *testing.T) {
 	if !errors.Is(err, fleet.ErrMergeConflict) || !errors.As(err, &de) || !strings.Contains(de.Message, "f.txt") {
 		t.Fatalf("conflicting merge: %v", err)
 	}
-	if st := tb.Info().State; st != string(fleet.StateVerifying) && st != string(fleet.StateAwaitingReview) {
+	if st := tb.Info().State; st != fleet.TaskVerifying && st != fleet.TaskAwaitingReview {
 		t.Errorf("after the conflict the task is %s", st)
 	}
 	if _, err := tb.Reject(ctx, "rebase on main"); err != nil { // the worktree stays for the revision

@@ -210,7 +210,7 @@ func uiOf(u fleet.UIRequest) controlapi.UIRequest {
 
 func taskOf(t fleet.TaskInfo) controlapi.Task {
 	ct := controlapi.Task{ID: t.TaskID, InstanceID: t.InstanceID, Agent: t.Agent, Prompt: t.Prompt, TraceID: t.TraceID,
-		State: t.State, Rejects: t.Rejects, MaxRejects: t.MaxRejects, Verdict: t.Verdict}
+		State: string(t.State), Rejects: t.Rejects, MaxRejects: t.MaxRejects, Verdict: t.Verdict}
 	for _, fb := range t.Feedback {
 		ct.Feedback = append(ct.Feedback, controlapi.Feedback{At: fb.At, Text: fb.Text, By: fb.By})
 	}
@@ -431,7 +431,7 @@ func (b *fleetBackend) Accept(ctx context.Context, id string, d controlapi.Dispo
 		return err
 	}
 	disp := transport.Disposition(d)
-	if t.Info().State == string(fleet.StateEscalated) {
+	if t.Info().State == fleet.TaskEscalated {
 		return apiError(t.Decide(context.WithoutCancel(ctx), fleet.Verdict{Accept: true, Disposition: disp}))
 	}
 	// With disposition stop, Accept waits for the worker to stop; a client
@@ -445,7 +445,7 @@ func (b *fleetBackend) Reject(ctx context.Context, id, feedback string) (control
 	if err != nil {
 		return controlapi.RejectResult{}, err
 	}
-	if t.Info().State == string(fleet.StateEscalated) {
+	if t.Info().State == fleet.TaskEscalated {
 		return controlapi.RejectResult{}, apiError(t.Decide(ctx, fleet.Verdict{Feedback: feedback}))
 	}
 	escalated, err := t.Reject(ctx, feedback)
