@@ -45,6 +45,11 @@ type Options struct {
 	// SendQueue is how many encoded frames may wait for the writer
 	// (default 256). See Send and TrySend for what happens when it is full.
 	SendQueue int
+	// SendQueueBytes, when positive, also bounds the queue in encoded
+	// bytes: a frame that would take the bytes waiting past it waits (Send)
+	// or is refused (TrySend, ErrSendQueueFull), unless the queue is empty
+	// (one frame of any size always fits). Zero bounds frames only.
+	SendQueueBytes int
 	// InboxSize is how many unsolicited frames may wait for the handler
 	// (default 1024). When it is full the reader stops reading, so TCP
 	// flow control slows the peer down instead of memory growing.
@@ -162,7 +167,8 @@ func (e *ClosedError) Unwrap() error { return e.Err }
 // both ways, requests are matched to responses by id.
 //
 // Send policy: frames are encoded by the caller and queued (SendQueue
-// deep) for the writer. Send waits for room as long as its context allows;
+// frames deep, and at most SendQueueBytes encoded bytes when that is set)
+// for the writer. Send waits for room as long as its context allows;
 // TrySend fails at once with ErrSendQueueFull. Heartbeats do not go
 // through the queue, so a full queue never delays them. A peer that stops
 // reading blocks the writer; after StallTimeout the connection closes with
@@ -176,6 +182,10 @@ type Conn struct {
 
 	sendq chan *[]byte
 	inbox chan Frame
+	// queued is the encoded bytes in sendq; drained wakes a Send waiting
+	// for SendQueueBytes to allow its frame (the writer took frames).
+	queued  atomic.Int64
+	drained chan struct{}
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -201,6 +211,7 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		opts:    opts,
 		log:     opts.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger(),
 		sendq:   make(chan *[]byte, opts.SendQueue),
+		drained: make(chan struct{}, 1),
 		inbox:   make(chan Frame, opts.InboxSize),
 		done:    make(chan struct{}),
 		pending: make(map[string]chan Frame),
@@ -281,9 +292,9 @@ func (c *Conn) encode(f Frame) (*[]byte, error) {
 }
 
 // Send encodes f and queues it for the writer, waiting for room in the
-// queue as long as ctx allows. It returns once the frame is queued (frames
-// are written in queue order); a frame still queued when the connection
-// closes is dropped.
+// queue (SendQueue frames, SendQueueBytes bytes) as long as ctx allows. It
+// returns once the frame is queued (frames are written in queue order); a
+// frame still queued when the connection closes is dropped.
 func (c *Conn) Send(ctx context.Context, f Frame) error {
 	if err := c.Err(); err != nil {
 		return err
@@ -292,20 +303,33 @@ func (c *Conn) Send(ctx context.Context, f Frame) error {
 	if err != nil {
 		return err
 	}
+	for !c.reserve(len(*buf)) {
+		select {
+		case <-c.drained:
+		case <-c.done:
+			putBuf(buf)
+			return c.err
+		case <-ctx.Done():
+			putBuf(buf)
+			return fmt.Errorf("transport: send %s: %w", f.FrameType(), ctx.Err())
+		}
+	}
 	select {
 	case c.sendq <- buf:
 		return nil
 	case <-c.done:
+		c.unreserve(len(*buf))
 		putBuf(buf)
 		return c.err
 	case <-ctx.Done():
+		c.unreserve(len(*buf))
 		putBuf(buf)
 		return fmt.Errorf("transport: send %s: %w", f.FrameType(), ctx.Err())
 	}
 }
 
 // TrySend is Send without waiting: it fails with ErrSendQueueFull when the
-// queue is full.
+// queue holds SendQueue frames or has no room for f's bytes.
 func (c *Conn) TrySend(f Frame) error {
 	if err := c.Err(); err != nil {
 		return err
@@ -314,15 +338,46 @@ func (c *Conn) TrySend(f Frame) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case c.sendq <- buf:
-		return nil
-	default:
-		putBuf(buf)
-		if err := c.Err(); err != nil {
-			return err
+	if c.reserve(len(*buf)) {
+		select {
+		case c.sendq <- buf:
+			return nil
+		default:
+			c.unreserve(len(*buf))
 		}
-		return ErrSendQueueFull
+	}
+	putBuf(buf)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return ErrSendQueueFull
+}
+
+// QueuedBytes is how many encoded bytes wait for the writer now.
+func (c *Conn) QueuedBytes() int { return int(c.queued.Load()) }
+
+// reserve counts n more queued bytes when SendQueueBytes allows them (an
+// empty queue takes a frame of any size).
+func (c *Conn) reserve(n int) bool {
+	limit := int64(c.opts.SendQueueBytes)
+	for {
+		cur := c.queued.Load()
+		if limit > 0 && cur > 0 && cur+int64(n) > limit {
+			return false
+		}
+		if c.queued.CompareAndSwap(cur, cur+int64(n)) {
+			return true
+		}
+	}
+}
+
+// unreserve gives back n queued bytes (taken by the writer, or a frame
+// that was not queued after all) and wakes a Send waiting for room.
+func (c *Conn) unreserve(n int) {
+	c.queued.Add(-int64(n))
+	select {
+	case c.drained <- struct{}{}:
+	default:
 	}
 }
 
@@ -574,12 +629,14 @@ func (c *Conn) writeLoop() {
 			}
 		case buf := <-c.sendq:
 			batch = append(batch[:0], *buf...)
+			c.unreserve(len(*buf))
 			putBuf(buf)
 		more:
 			for len(batch) < maxBatch {
 				select {
 				case buf := <-c.sendq:
 					batch = append(batch, *buf...)
+					c.unreserve(len(*buf))
 					putBuf(buf)
 				default:
 					break more

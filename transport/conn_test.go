@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -650,4 +651,56 @@ func TestConnConcurrentRequests(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// SendQueueBytes bounds the queue in bytes as well as in frames: a frame
+// that does not fit is refused by TrySend and waited for by Send, an empty
+// queue takes a frame of any size, and room comes back as the writer
+// takes frames.
+func TestConnSendQueueIsBoundedInBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe() // unbuffered: a write blocks until the peer reads
+		defer b.Close()
+		c := NewConn(a, Options{SendQueue: 64, SendQueueBytes: 1000, StallTimeout: time.Hour, ExpiryTimeout: time.Hour})
+		defer c.Close()
+		frame := func(n int) *EventFrame {
+			return &EventFrame{InstanceID: "i", Event: json.RawMessage(`"` + strings.Repeat("x", n) + `"`)}
+		}
+		// The writer takes the first frame and blocks writing it.
+		if err := c.TrySend(frame(10)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := c.QueuedBytes(); got != 0 {
+			t.Fatalf("QueuedBytes with the only frame in the writer's hands = %d, want 0", got)
+		}
+		// An empty queue takes a frame bigger than the whole budget.
+		if err := c.TrySend(frame(2000)); err != nil {
+			t.Fatalf("a big frame into an empty queue: %v", err)
+		}
+		if err := c.TrySend(frame(10)); !errors.Is(err, ErrSendQueueFull) {
+			t.Fatalf("TrySend past the byte budget: %v, want ErrSendQueueFull", err)
+		}
+		sent := make(chan error, 1)
+		go func() { sent <- c.Send(context.Background(), frame(10)) }()
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("Send past the byte budget returned %v before the writer took anything", err)
+		default:
+		}
+		// The peer reads: the writer takes the big frame, and the waiting
+		// Send gets its room.
+		d := NewDecoder(b)
+		go func() {
+			for {
+				if _, err := d.Decode(); err != nil {
+					return
+				}
+			}
+		}()
+		if err := <-sent; err != nil {
+			t.Fatalf("Send once the queue drained: %v", err)
+		}
+	})
 }

@@ -230,6 +230,41 @@ func TestServeConfig(t *testing.T) {
 	}
 }
 
+func TestServePeerQueueAndConnectionCap(t *testing.T) {
+	var out, errb bytes.Buffer
+	c := &ServeCmd{Server: "orchestrator", Port: 9788, WhoisStatic: []string{"127.0.0.1=orchestrator"}, StateDir: t.TempDir(), Pi: "pi", FsAccess: "workspace",
+		KeyFlags: KeyFlags{ServerKey: []string{testKey}}, PeerQueue: "4M", MaxConnsPerIdentity: 3}
+	cfg, err := c.config(cli.NewLogger(Globals{LogLevel: "error", LogFormat: "json"}, &errb), &Output{Out: &out, Err: &errb})
+	if err != nil || cfg.PeerQueueBytes != 4<<20 || cfg.MaxConnsPerIdentity != 3 {
+		t.Fatalf("config %d %d %v", cfg.PeerQueueBytes, cfg.MaxConnsPerIdentity, err)
+	}
+	c.PeerQueue = "lots"
+	if _, err := c.config(cli.NewLogger(Globals{}, &errb), &Output{Out: &out, Err: &errb}); err == nil || !strings.Contains(err.Error(), "--peer-queue") {
+		t.Errorf("--peer-queue lots: %v", err)
+	}
+	for in, want := range map[string]int{"65536": 65536, "64K": 64 << 10, "16m": 16 << 20, "1G": 1 << 30} {
+		if n, err := parseBytes(in); err != nil || n != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1K", "M", "1.5M", "99999999999999999999G"} {
+		if n, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) = %d, want an error", in, n)
+		}
+	}
+}
+
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"16M", "1", "0", "-3", "9223372036854775807", "8G", "k"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := parseBytes(s); err == nil && n <= 0 {
+			t.Fatalf("%q accepted as %d", s, n)
+		}
+	})
+}
+
 // PIFLEET_DIAL is a comma-separated list, --dial repeats; install carries
 // them into the service's command line.
 func TestDialFlagAndVariable(t *testing.T) {

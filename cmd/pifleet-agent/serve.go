@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -25,22 +26,24 @@ import (
 
 // ServeCmd runs the agent daemon.
 type ServeCmd struct {
-	Listen      string   `help:"Listen on this address (host:port). Default: the tailscale IPv4 on --port, re-bound when it changes. Never all interfaces unless given explicitly (e.g. 0.0.0.0:9788)." env:"PIFLEET_AGENT_LISTEN"`
-	Port        int      `help:"Port used with the tailscale address." default:"9788" env:"PIFLEET_PORT"`
-	Server      string   `help:"The pinned server's machine name (MACHINE or MACHINE/USER): nobody else is admitted." required:"" env:"PIFLEET_SERVER"`
-	ServerUser  string   `help:"Also require this tailnet user of the pinned server." env:"PIFLEET_SERVER_USER"`
-	Dial        []string `help:"Also keep a connection to a server that accepts agents at this address (its --inbound), redialled after 1 s, 2 s, 4 s … 30 s while down; only the pinned server is admitted. Repeatable." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
-	DialFrom    string   `help:"Local IP the --dial connections leave from (default: the system's choice)." env:"PIFLEET_DIAL_FROM" placeholder:"IP"`
-	WhoisStatic []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
-	Machine     string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
-	StateDir    string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
-	Sessions    string   `help:"pi's sessions root (default: $PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions)." env:"PIFLEET_SESSIONS_ROOT" type:"path"`
-	Pi          string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
-	PiArg       []string `help:"Extra argument for every worker's pi command line (repeatable)." env:"PIFLEET_PI_ARGS" sep:"none"`
-	MaxWorkers  int      `help:"Refuse spawns beyond this many running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
-	FsAccess    string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
-	Registry    string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY_URL"`
-	Model       string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
+	Listen              string   `help:"Listen on this address (host:port). Default: the tailscale IPv4 on --port, re-bound when it changes. Never all interfaces unless given explicitly (e.g. 0.0.0.0:9788)." env:"PIFLEET_AGENT_LISTEN"`
+	Port                int      `help:"Port used with the tailscale address." default:"9788" env:"PIFLEET_PORT"`
+	Server              string   `help:"The pinned server's machine name (MACHINE or MACHINE/USER): nobody else is admitted." required:"" env:"PIFLEET_SERVER"`
+	ServerUser          string   `help:"Also require this tailnet user of the pinned server." env:"PIFLEET_SERVER_USER"`
+	Dial                []string `help:"Also keep a connection to a server that accepts agents at this address (its --inbound), redialled after 1 s, 2 s, 4 s … 30 s while down; only the pinned server is admitted. Repeatable." env:"PIFLEET_DIAL" sep:"," placeholder:"HOST:PORT"`
+	DialFrom            string   `help:"Local IP the --dial connections leave from (default: the system's choice)." env:"PIFLEET_DIAL_FROM" placeholder:"IP"`
+	WhoisStatic         []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
+	Machine             string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
+	StateDir            string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
+	Sessions            string   `help:"pi's sessions root (default: $PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions)." env:"PIFLEET_SESSIONS_ROOT" type:"path"`
+	Pi                  string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
+	PiArg               []string `help:"Extra argument for every worker's pi command line (repeatable)." env:"PIFLEET_PI_ARGS" sep:"none"`
+	MaxWorkers          int      `help:"Refuse spawns beyond this many running workers (0: no limit)." default:"0" env:"PIFLEET_MAX_WORKERS"`
+	PeerQueue           string   `help:"How far one server connection may fall behind the events sent to it, in bytes (K, M, G suffixes): past it the connection is dropped, never held up for, and the server reconnects and catches up." default:"16M" env:"PIFLEET_PEER_QUEUE" placeholder:"BYTES"`
+	MaxConnsPerIdentity int      `help:"Most connections one identity (machine and user) may hold open at once; more are refused (-1: no cap)." default:"8" env:"PIFLEET_MAX_CONNS_PER_IDENTITY"`
+	FsAccess            string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
+	Registry            string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY_URL"`
+	Model               string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
 
 	KeyFlags  `embed:""`
 	ExecFlags `embed:""`
@@ -211,6 +214,15 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		MaxWorkers:   c.MaxWorkers,
 		FsAccess:     agent.FsAccess(c.FsAccess),
 		Logger:       log,
+
+		MaxConnsPerIdentity: c.MaxConnsPerIdentity,
+	}
+	if c.PeerQueue != "" {
+		n, err := parseBytes(c.PeerQueue)
+		if err != nil {
+			return cfg, fmt.Errorf("--peer-queue %q: %w", c.PeerQueue, err)
+		}
+		cfg.PeerQueueBytes = n
 	}
 	if c.DialFrom != "" {
 		ip, err := netip.ParseAddr(c.DialFrom)
@@ -284,4 +296,29 @@ func defaultStateDir() string {
 		return ".pifleet-agent"
 	}
 	return filepath.Join(home, ".local", "state", "pifleet-agent")
+}
+
+// parseBytes reads a size: a positive number of bytes, with an optional
+// K, M or G suffix (powers of 1024).
+func parseBytes(s string) (int, error) {
+	mult := 1
+	num := strings.TrimSpace(s)
+	if num != "" {
+		switch strings.ToUpper(num[len(num)-1:]) {
+		case "K":
+			mult = 1 << 10
+		case "M":
+			mult = 1 << 20
+		case "G":
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			num = num[:len(num)-1]
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 || n > math.MaxInt/mult {
+		return 0, errors.New("want a positive size in bytes, like 16M or 65536")
+	}
+	return n * mult, nil
 }

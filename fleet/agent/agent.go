@@ -367,7 +367,8 @@ func (a *Agent) gate(ctx context.Context, nc net.Conn) (identity.Identity, error
 // connOptions configure every connection, accepted or dialled.
 func (a *Agent) connOptions() transport.Options {
 	return transport.Options{Logger: a.log,
-		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout}
+		HeartbeatInterval: a.cfg.HeartbeatInterval, ExpiryTimeout: a.cfg.ExpiryTimeout,
+		SendQueue: DefaultPeerQueueFrames, SendQueueBytes: a.cfg.PeerQueueBytes}
 }
 
 func (a *Agent) newPeer(c *transport.Conn, id identity.Identity, res *auth.AgentResult) *peer {
@@ -435,6 +436,7 @@ type peer struct {
 	// handshake's hello, or a later one).
 	pifleet atomic.Bool
 	sent    chan struct{} // closed after the outbox replay
+	dropped atomic.Bool   // closed for falling behind (dropPeer)
 }
 
 // greetedBy records the server's hello (the handshake's, or a later one).
@@ -455,6 +457,13 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
+		p.conn.Close()
+		return
+	}
+	if n := a.connsOfLocked(p.id); a.cfg.MaxConnsPerIdentity > 0 && n >= a.cfg.MaxConnsPerIdentity {
+		a.mu.Unlock()
+		log.Warn().Str("machine", p.id.Machine).Str("user", p.id.User).Int("open", n).Int("max", a.cfg.MaxConnsPerIdentity).
+			Msg("connection refused: this identity holds the most connections allowed (--max-conns-per-identity)")
 		p.conn.Close()
 		return
 	}
@@ -484,12 +493,26 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	a.mu.Lock()
 	delete(a.peers, p)
 	a.mu.Unlock()
+	if a.hooks.peerGone != nil {
+		a.hooks.peerGone(p.key)
+	}
 	if a.exec != nil {
 		if n := a.exec.AbortOwner(p.key); n > 0 {
 			log.Info().Int("executions", n).Msg("owner gone: its commands aborted")
 		}
 	}
 	log.Info().Err(p.conn.Err()).Msg("server disconnected")
+}
+
+// connsOfLocked counts the connections id holds.
+func (a *Agent) connsOfLocked(id identity.Identity) int {
+	n := 0
+	for q := range a.peers {
+		if q.id.Machine == id.Machine && q.id.User == id.User {
+			n++
+		}
+	}
+	return n
 }
 
 // replayExits tells a pifleet server that connects about every worker that
@@ -561,21 +584,47 @@ func (a *Agent) peersSnapshot() []*peer {
 	return out
 }
 
-// broadcast sends f to every connected peer, waiting for room in each
-// queue (a peer that stops reading is closed by its connection's stall
-// timeout, which bounds the wait). pifleetOnly limits it to pifleet
-// servers.
+// broadcast offers f to every connected peer (see offer: it never waits
+// for one). pifleetOnly limits it to pifleet servers. It returns how many
+// peers took f.
 func (a *Agent) broadcast(f transport.Frame, pifleetOnly bool) int {
 	n := 0
 	for _, p := range a.peersSnapshot() {
 		if pifleetOnly && !p.pifleet.Load() {
 			continue
 		}
-		if err := p.conn.Send(a.runCtx, f); err == nil {
+		if a.offer(p, f) == nil {
 			n++
 		}
 	}
 	return n
+}
+
+// offer queues f for p without waiting. A peer whose queue has no room
+// (it fell PeerQueueBytes behind, or PeerQueueFrames) is dropped: closed,
+// with the reason logged, so that it cannot hold back the events of the
+// others or make the agent buffer without bound. It reconnects and
+// catches up from the event ring and the outbox.
+func (a *Agent) offer(p *peer, f transport.Frame) error {
+	err := p.conn.TrySend(f)
+	if errors.Is(err, transport.ErrSendQueueFull) {
+		a.dropPeer(p, f)
+	}
+	return err
+}
+
+// dropPeer closes a peer that fell too far behind.
+func (a *Agent) dropPeer(p *peer, f transport.Frame) {
+	if p.dropped.Swap(true) {
+		return
+	}
+	a.log.Warn().Str("peer", p.key).Int("queuedBytes", p.conn.QueuedBytes()).Int("budgetBytes", a.cfg.PeerQueueBytes).
+		Str("frame", f.FrameType()).
+		Msg("server connection dropped: it stopped reading and fell past its send budget; it can reconnect and catch up")
+	if a.hooks.peerDropped != nil {
+		a.hooks.peerDropped(p.key)
+	}
+	p.conn.Close()
 }
 
 // reply answers a request on its connection.
@@ -595,9 +644,11 @@ func errorFrame(req transport.Frame, code, msg string) *transport.ErrorFrame {
 // testHooks let the package's tests wait for events they cannot see on
 // the wire, instead of sleeping.
 type testHooks struct {
-	bound    func(net.Addr)
-	taskDone func(agentstore.Entry)
-	command  func([]string) []string // rewrites the worker executable
+	bound       func(net.Addr)
+	taskDone    func(agentstore.Entry)
+	command     func([]string) []string // rewrites the worker executable
+	peerDropped func(key string)        // a peer fell behind and was closed
+	peerGone    func(key string)        // a peer's connection ended
 }
 
 // retryPolicy is the outbox's re-send pacing: exponential from min to max.

@@ -32,6 +32,14 @@ const (
 	DefaultSessionsPoll   = 10 * time.Second
 	DefaultProbeTimeout   = 30 * time.Second
 	DefaultReadyTimeout   = 60 * time.Second
+	// DefaultPeerQueueBytes is how far (in encoded bytes) one connection
+	// may fall behind the events sent to it before it is dropped.
+	DefaultPeerQueueBytes = 16 << 20
+	// DefaultPeerQueueFrames bounds the same queue in frames.
+	DefaultPeerQueueFrames = 8192
+	// DefaultMaxConnsPerIdentity caps the connections one identity (a
+	// machine and user, as whois names them) may hold open at once.
+	DefaultMaxConnsPerIdentity = 8
 	// SummaryChars caps task_done.summary (reference 1.10).
 	SummaryChars = 2000
 	// MaxAssistantBytes caps task_done.lastAssistantMessage so that a
@@ -188,6 +196,18 @@ type Config struct {
 	// HeartbeatInterval and ExpiryTimeout tune every connection (defaults
 	// 15 s and 45 s, reference 1.6).
 	HeartbeatInterval, ExpiryTimeout time.Duration
+	// PeerQueueBytes is each connection's send budget: the encoded bytes
+	// of events, reports and task_done frames that may wait for a server
+	// that reads slowly (default 16 MiB). Events are never held back for
+	// one connection: a connection that falls further behind is dropped
+	// (closed, with the reason logged); the others get every event, and
+	// the dropped server reconnects and catches up (events_since, the
+	// task_done outbox, the exit notices).
+	PeerQueueBytes int
+	// MaxConnsPerIdentity caps the connections one identity (the machine
+	// and user whois names) holds at once (default 8; negative: no cap).
+	// A connection past the cap is refused after the handshake, logged.
+	MaxConnsPerIdentity int
 
 	// ExecPolicy enables the exec plane: ExecOff (the default: every
 	// exec_start is refused with exec_disabled) or ExecFull (hello then
@@ -314,6 +334,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SessionsPoll == 0 {
 		c.SessionsPoll = DefaultSessionsPoll
+	}
+	if c.PeerQueueBytes < 0 {
+		return c, fmt.Errorf("%w: PeerQueueBytes %d < 0", ErrConfig, c.PeerQueueBytes)
+	}
+	if c.PeerQueueBytes == 0 {
+		c.PeerQueueBytes = DefaultPeerQueueBytes
+	}
+	if c.MaxConnsPerIdentity == 0 {
+		c.MaxConnsPerIdentity = DefaultMaxConnsPerIdentity
 	}
 	if c.OutboxRetryMin <= 0 {
 		c.OutboxRetryMin = 2 * time.Second

@@ -107,7 +107,8 @@ func (a *Agent) deliverDue(ctx context.Context) bool {
 		}
 		ok := false
 		for _, p := range targets {
-			if p.conn.Send(ctx, e.Frame) == nil {
+			// Never waits for one peer: a stalled one is dropped (offer).
+			if a.offer(p, e.Frame) == nil {
 				ok = true
 			}
 		}
@@ -135,7 +136,9 @@ func (a *Agent) replayOutbox(ctx context.Context, p *peer) {
 	}
 	var sent []agentstore.Seq
 	for _, e := range pending {
-		if err := p.conn.Send(ctx, e.Frame); err != nil {
+		// Not waiting here either: the replay holds deliverMu. What does
+		// not fit now goes on the retry schedule.
+		if err := p.conn.TrySend(e.Frame); err != nil {
 			break
 		}
 		sent = append(sent, e.Seq)
