@@ -1,0 +1,205 @@
+package streamdelta
+
+import (
+	"bytes"
+	"slices"
+)
+
+// Encoder codes one worker's stream of events (agent side). It holds the
+// last message_update it saw, the base of the next one.
+type Encoder struct {
+	base    *update
+	baseSeq uint64
+	// ops coded base against its own predecessor (nil when it had none):
+	// the shape a short entry repeats.
+	ops []op
+}
+
+// Coded is one event, coded for every kind of receiver. Which form a
+// connection gets depends on what it received before (Chain.Pick).
+type Coded struct {
+	Seq  uint64
+	line []byte
+	// base is the seq of the event delta and short are coded against.
+	base  uint64
+	delta []byte // {"u":step,"o":[ops]}; nil when the event has no base
+	short []byte // [delta, values…]; nil when the shape changed
+	// links says the event is a base for the next one.
+	links bool
+}
+
+// Encode codes the event line of seq, a worker's next event in the stream
+// the encoder follows. The encoder keeps pointers into line until the next
+// call, so line must not change (worker events never do).
+func (e *Encoder) Encode(seq uint64, line []byte) Coded {
+	c := Coded{Seq: seq, line: line}
+	u, ok := parseUpdate(line)
+	prev, prevOps, prevSeq := e.base, e.ops, e.baseSeq
+	e.base, e.ops = nil, nil
+	if !ok {
+		return c
+	}
+	c.links = true
+	e.base, e.baseSeq = u, seq
+	if prev == nil {
+		return c
+	}
+	delta := u.delta()
+	var ops []op
+	diff(prev.partial, u.partial, nil, delta, &ops)
+	e.ops = ops
+	c.base = prevSeq
+	c.delta = deltaEntry(u.step, ops)
+	if sameShape(prev, prevOps, u, ops) {
+		c.short = shortEntry(u, ops)
+	}
+	return c
+}
+
+// Reset forgets the base: the next update is coded whole.
+func (e *Encoder) Reset() { e.base, e.ops = nil, nil }
+
+// diff appends to ops what turns a into b. Equal spans are skipped at
+// memory speed; strings that grew become appends.
+func diff(a, b *node, path []int, delta []byte, ops *[]op) {
+	if bytes.Equal(a.raw, b.raw) {
+		return
+	}
+	set := func() { *ops = append(*ops, op{path: slices.Clone(path), kind: opSet, val: b.raw}) }
+	if a.kind != b.kind {
+		set()
+		return
+	}
+	switch a.kind {
+	case '{':
+		if len(b.keys) < len(a.keys) {
+			set()
+			return
+		}
+		for i, k := range a.keys {
+			if !bytes.Equal(k, b.keys[i]) {
+				set()
+				return
+			}
+		}
+		for i := range a.kids {
+			diff(a.kids[i], b.kids[i], append(path, i), delta, ops)
+		}
+		for i := len(a.keys); i < len(b.keys); i++ {
+			*ops = append(*ops, op{path: slices.Clone(path), kind: opKey, key: b.keys[i], val: b.kids[i].raw})
+		}
+	case '[':
+		if len(b.kids) < len(a.kids) {
+			set()
+			return
+		}
+		for i := range a.kids {
+			diff(a.kids[i], b.kids[i], append(path, i), delta, ops)
+		}
+		for i := len(a.kids); i < len(b.kids); i++ {
+			*ops = append(*ops, op{path: slices.Clone(path), kind: opAppend, val: b.kids[i].raw})
+		}
+	default:
+		if a.isString() && b.isString() && len(b.raw) > len(a.raw) && bytes.HasPrefix(b.raw, a.raw[:len(a.raw)-1]) {
+			suffix := b.raw[len(a.raw)-1 : len(b.raw)-1]
+			if delta != nil && bytes.Equal(suffix, delta) {
+				*ops = append(*ops, op{path: slices.Clone(path), kind: opDelta})
+				return
+			}
+			// The suffix with quotes around it is a JSON string: b.raw's
+			// body from a point where a's escapes ended.
+			q := make([]byte, 0, len(suffix)+2)
+			q = append(append(append(q, '"'), suffix...), '"')
+			*ops = append(*ops, op{path: slices.Clone(path), kind: opString, val: q})
+			return
+		}
+		set()
+	}
+}
+
+// sameShape reports whether cur repeats prev's step (all but the delta)
+// and ops (paths and kinds), so that a short entry says it all.
+func sameShape(prev *update, prevOps []op, cur *update, ops []op) bool {
+	if prevOps == nil || len(prevOps) != len(ops) || prev.delta() == nil || cur.delta() == nil {
+		return false
+	}
+	if len(prev.step.keys) != len(cur.step.keys) {
+		return false
+	}
+	for i, k := range prev.step.keys {
+		if !bytes.Equal(k, cur.step.keys[i]) {
+			return false
+		}
+		if !bytes.Equal(k, keyDelta) && !bytes.Equal(prev.step.kids[i].raw, cur.step.kids[i].raw) {
+			return false
+		}
+	}
+	for i := range ops {
+		if ops[i].kind != prevOps[i].kind || (!ops[i].valued() && ops[i].kind != opDelta) || !slices.Equal(ops[i].path, prevOps[i].path) {
+			return false
+		}
+	}
+	return true
+}
+
+func deltaEntry(step *node, ops []op) []byte {
+	out := append([]byte(`{"u":`), step.appendTo(nil)...)
+	out = append(out, `,"o":[`...)
+	for i := range ops {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = ops[i].appendTo(out)
+	}
+	return append(out, "]}"...)
+}
+
+func shortEntry(cur *update, ops []op) []byte {
+	d := cur.delta()
+	out := make([]byte, 0, len(d)+4)
+	out = append(append(append(out, '['), '"'), d...)
+	out = append(out, '"')
+	for i := range ops {
+		if ops[i].valued() {
+			out = append(append(out, ','), ops[i].val...)
+		}
+	}
+	return append(out, ']')
+}
+
+// Chain is what one connection received of a worker's stream: the codec's
+// state on the sending side, one per connection and worker.
+type Chain struct {
+	seq   uint64
+	has   bool // the connection holds the event of seq as a base
+	shape bool // ... and the ops it was coded with
+}
+
+// Pick returns the entry this connection gets for c, and records that it
+// got it. ok is false when the connection has no base for c: the entry is
+// then the whole event.
+func (ch *Chain) Pick(c *Coded) (entry []byte, coded bool) {
+	prevOK, prevShape := ch.has && ch.seq == c.base && c.delta != nil, ch.shape
+	ch.seq, ch.has = c.Seq, c.links
+	switch {
+	case prevOK && prevShape && c.short != nil:
+		ch.shape = true
+		return c.short, true
+	case prevOK:
+		ch.shape = true
+		return c.delta, true
+	default:
+		ch.shape = false
+		return wholeEntry(c.line), false
+	}
+}
+
+// Reset forgets what the connection received: the next entry is whole.
+func (ch *Chain) Reset() { *ch = Chain{} }
+
+func wholeEntry(line []byte) []byte {
+	out := make([]byte, 0, len(line)+6)
+	out = append(out, `{"e":`...)
+	out = append(out, line...)
+	return append(out, '}')
+}

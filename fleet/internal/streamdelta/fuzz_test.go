@@ -1,0 +1,93 @@
+package streamdelta
+
+import (
+	"encoding/json"
+	"testing"
+
+	"example.com/pifleet/transport"
+)
+
+// codedFrames returns the updates of the event_delta frames the scripted
+// stream makes, after the whole first update (the fuzz targets' base).
+func codedFrames() (base []byte, updates [][]byte) {
+	raw := scriptedStream()
+	var enc Encoder
+	var ch Chain
+	for i, l := range raw {
+		if eventType(l) != "message_update" {
+			continue
+		}
+		c := enc.Encode(uint64(i+1), l)
+		b := NewBatch("i-1")
+		b.Add(&ch, &c)
+		f := b.Frame()
+		if base == nil {
+			base = f.Updates
+			continue
+		}
+		updates = append(updates, f.Updates)
+	}
+	return base, updates
+}
+
+// FuzzRebuild feeds the rebuilder (which parses what an agent sends)
+// arbitrary updates after a real base: it must never panic, and whatever
+// it accepts comes out as JSON no larger than a frame.
+func FuzzRebuild(f *testing.F) {
+	base, updates := codedFrames()
+	for _, u := range updates[:20] {
+		f.Add(u, true)
+	}
+	f.Add([]byte(`[{"u":{"type":"text_delta","delta":"x"},"o":[[[1,0,1],"d"],[[5],"k","\"n\"",{"a":[1]}],[[1],"a",[]]]},["y"]]`), true)
+	f.Add([]byte(`[{"e":{"type":"message_update"}},[""]]`), false)
+	f.Add([]byte(`[["y",1]]`), true)
+	f.Fuzz(func(t *testing.T, updates []byte, coded bool) {
+		const max = 1 << 16
+		rb := NewRebuilder(max)
+		if err := rb.Rebuild("i", 1, nil, base, func(uint64, []byte) {}); err != nil {
+			t.Fatal(err)
+		}
+		var b *uint64
+		if coded {
+			one := uint64(1)
+			b = &one
+		}
+		_ = rb.Rebuild("i", 2, b, updates, func(_ uint64, line []byte) {
+			if !json.Valid(line) {
+				t.Fatalf("rebuilt an event that is not JSON: %q", line)
+			}
+			if len(line) > max+len(updates) {
+				t.Fatalf("rebuilt %d bytes, over the limit", len(line))
+			}
+		})
+	})
+}
+
+// FuzzRoundTrip streams arbitrary texts the way pi does: the server must
+// rebuild every event byte for byte.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add("hello world, this is an answer", "ls -la", 16)
+	f.Add("\"\\\u2028\x01é🚀", "{\"a\":1}", 1)
+	f.Fuzz(func(t *testing.T, text, command string, n int) {
+		if n <= 0 || n > 64 {
+			n = 16
+		}
+		s := newPiStream()
+		s.start()
+		s.text("thinking", command, n)
+		s.text("text", text, n)
+		s.toolCall("t1", "bash", ordered{{"command", command}, {"note", text}}, n)
+		s.end()
+		got, _ := relay(t, s.lines, 5, map[int]bool{len(s.lines) / 2: true})
+		if d := len(got) - len(s.lines); d != 0 {
+			t.Fatalf("%d events out of %d", len(got), len(s.lines))
+		}
+		for i := range got {
+			if string(got[i]) != string(s.lines[i]) {
+				t.Fatalf("event %d differs:\n pi: %s\n got: %s", i, s.lines[i], got[i])
+			}
+		}
+	})
+}
+
+var _ = transport.MaxFrameBytes

@@ -1,0 +1,283 @@
+package streamdelta
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+
+	"example.com/pifleet/transport"
+)
+
+// Rebuilder turns the event_delta frames of one connection back into the
+// events they code (server side). Its state is one partial message per
+// worker whose stream is mid-message; a new connection starts a new
+// Rebuilder, so nothing coded on one connection is read against another.
+type Rebuilder struct {
+	max    int
+	chains map[string]*chain
+}
+
+type chain struct {
+	seq uint64
+	u   *update
+	ops []op // what the last update was coded with; nil after a whole one
+}
+
+// NewRebuilder returns a Rebuilder whose events are at most maxLine bytes
+// (an event larger than a frame could not have been sent whole).
+func NewRebuilder(maxLine int) *Rebuilder {
+	return &Rebuilder{max: maxLine, chains: map[string]*chain{}}
+}
+
+// RebuildFrame calls emit with each event of f, in order, as the event
+// frame it stands for. On an error (a frame this codec cannot have
+// written) the events before it were emitted and the worker's state is
+// dropped.
+func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(*transport.EventFrame)) error {
+	seq, ok := wholeNumber(f.Seq)
+	if !ok {
+		return badEntry("seq %v is not a whole number", f.Seq)
+	}
+	var base *uint64
+	if f.Base != nil {
+		b, ok := wholeNumber(*f.Base)
+		if !ok {
+			return badEntry("base %v is not a whole number", *f.Base)
+		}
+		base = &b
+	}
+	return r.Rebuild(f.InstanceID, seq, base, f.Updates, func(seq uint64, line []byte) {
+		s := float64(seq)
+		emit(&transport.EventFrame{InstanceID: f.InstanceID, Event: line, Seq: &s})
+	})
+}
+
+func wholeNumber(f float64) (uint64, bool) {
+	if f < 0 || f > 1<<53 || f != math.Trunc(f) {
+		return 0, false
+	}
+	return uint64(f), true
+}
+
+// Forget drops the state of a worker (its instance ended).
+func (r *Rebuilder) Forget(instanceID string) { delete(r.chains, instanceID) }
+
+// Rebuild calls emit with each event coded in updates (a JSON array),
+// the first of seq, coded against the event of base when that is not nil.
+func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line []byte)) (err error) {
+	defer func() {
+		if err != nil {
+			delete(r.chains, instanceID)
+			err = fmt.Errorf("event_delta of %s at seq %d: %w", instanceID, seq, err)
+		}
+	}()
+	if len(updates) < 2 || updates[0] != '[' || updates[len(updates)-1] != ']' {
+		return badEntry("updates is not an array")
+	}
+	i, first := 1, true
+	for i < len(updates)-1 {
+		if !first {
+			if updates[i] != ',' {
+				return badEntry("want ',' between updates")
+			}
+			i++
+			seq++
+		}
+		end, err := skipValue(updates, i)
+		if err != nil {
+			return badEntry("update: %v", err)
+		}
+		entry := updates[i:end]
+		i = end
+		want := seq - 1
+		if first {
+			if base == nil {
+				want = math.MaxUint64 // only a whole update may come first
+			} else {
+				want = *base
+			}
+		}
+		if first && base != nil && bytes.HasPrefix(entry, []byte(`{"e":`)) {
+			return badEntry("base given for a whole update")
+		}
+		line, err := r.entry(instanceID, seq, want, entry)
+		if err != nil {
+			return err
+		}
+		emit(seq, line)
+		first = false
+	}
+	if first {
+		return badEntry("no updates")
+	}
+	return nil
+}
+
+// entry rebuilds one update; base is the seq it must be coded against.
+func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) ([]byte, error) {
+	if line, ok := bytes.CutPrefix(entry, []byte(`{"e":`)); ok {
+		if len(line) < 2 || line[len(line)-1] != '}' {
+			return nil, badEntry("whole update not closed")
+		}
+		line = line[:len(line)-1]
+		if end, err := skipValue(line, 0); err != nil || end != len(line) {
+			return nil, badEntry("whole update is not one JSON value")
+		}
+		if u, ok := parseUpdate(line); ok {
+			r.chains[instanceID] = &chain{seq: seq, u: u}
+		} else {
+			delete(r.chains, instanceID)
+		}
+		return line, nil
+	}
+	ch := r.chains[instanceID]
+	if ch == nil || ch.seq != base {
+		return nil, ErrNoBase
+	}
+	n, err := parseTree(entry)
+	if err != nil {
+		return nil, badEntry("%v", err)
+	}
+	var step *node
+	var ops []op
+	switch n.kind {
+	case '{':
+		step, ops, err = parseDelta(n)
+	case '[':
+		step, ops, err = ch.short(n)
+	default:
+		err = badEntry("an update is an object or an array")
+	}
+	if err != nil {
+		return nil, err
+	}
+	u := &update{step: step, partial: ch.u.partial}
+	delta := u.delta()
+	for i := range ops {
+		if err := ops[i].apply(u.partial, delta); err != nil {
+			return nil, err
+		}
+	}
+	if size := len(linePrefix) + u.step.size() + 2*u.partial.size() + 32; size > r.max {
+		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	ch.seq, ch.u, ch.ops = seq, u, ops
+	return u.line(), nil
+}
+
+// parseDelta reads {"u":step,"o":[op…]}.
+func parseDelta(n *node) (*node, []op, error) {
+	if len(n.keys) != 2 || string(n.keys[0]) != `"u"` || string(n.keys[1]) != `"o"` {
+		return nil, nil, badEntry(`a coded update has "u" and "o"`)
+	}
+	step, list := n.kids[0], n.kids[1]
+	if step.kind != '{' || slicesIndex(step.keys, keyPartial) >= 0 {
+		return nil, nil, badEntry("u is an object without the partial")
+	}
+	if list.kind != '[' {
+		return nil, nil, badEntry("o is an array")
+	}
+	ops := make([]op, 0, len(list.kids))
+	for _, o := range list.kids {
+		op, err := parseOp(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, op)
+	}
+	return step, ops, nil
+}
+
+func parseOp(n *node) (op, error) {
+	if n.kind != '[' || len(n.kids) < 2 || n.kids[0].kind != '[' || !n.kids[1].isString() || len(n.kids[1].raw) != 3 {
+		return op{}, badEntry("an op is [path, kind, …]")
+	}
+	var o op
+	for _, p := range n.kids[0].kids {
+		i, ok := smallIndex(p)
+		if !ok {
+			return op{}, badEntry("a path holds positions")
+		}
+		o.path = append(o.path, i)
+	}
+	o.kind = n.kids[1].raw[1]
+	args := n.kids[2:]
+	switch o.kind {
+	case opDelta:
+		if len(args) != 0 {
+			return op{}, badEntry("op d takes nothing")
+		}
+	case opSet, opAppend, opString:
+		if len(args) != 1 || o.kind == opString && !args[0].isString() {
+			return op{}, badEntry("op %c takes one value", o.kind)
+		}
+		o.val, o.node = args[0].raw, args[0]
+	case opKey:
+		if len(args) != 2 || !args[0].isString() {
+			return op{}, badEntry("op k takes a key and a value")
+		}
+		o.key, o.val, o.node = args[0].raw, args[1].raw, args[1]
+	default:
+		return op{}, badEntry("unknown op %q", o.kind)
+	}
+	return o, nil
+}
+
+// smallIndex reads a member position: digits only, below 2^31.
+func smallIndex(n *node) (int, bool) {
+	if n.kind != 0 || len(n.raw) == 0 || len(n.raw) > 10 || len(n.raw) > 1 && n.raw[0] == '0' {
+		return 0, false
+	}
+	v := 0
+	for _, c := range n.raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, v < math.MaxInt32
+}
+
+// short reads [delta, values…]: the last update's step and ops again,
+// with a new delta and new values.
+func (ch *chain) short(n *node) (*node, []op, error) {
+	if ch.ops == nil {
+		return nil, nil, ErrNoBase
+	}
+	if len(n.kids) == 0 || !n.kids[0].isString() {
+		return nil, nil, badEntry("a short update starts with the delta")
+	}
+	prev := ch.u.step
+	di := slicesIndex(prev.keys, keyDelta)
+	if di < 0 {
+		return nil, nil, badEntry("short update after a step without a delta")
+	}
+	step := &node{kind: '{', keys: prev.keys, kids: slices.Clone(prev.kids)}
+	step.kids[di] = n.kids[0]
+	vals := n.kids[1:]
+	ops := slices.Clone(ch.ops)
+	for i := range ops {
+		if ops[i].kind != opDelta && !ops[i].valued() {
+			// Members added once cannot be added again (the encoder never
+			// repeats such a shape).
+			return nil, nil, badEntry("short update after an op %c", ops[i].kind)
+		}
+		if !ops[i].valued() {
+			continue
+		}
+		if len(vals) == 0 {
+			return nil, nil, badEntry("short update lacks values")
+		}
+		v := vals[0]
+		vals = vals[1:]
+		if ops[i].kind == opString && !v.isString() {
+			return nil, nil, badEntry("short update: op s takes a string")
+		}
+		ops[i].val, ops[i].node = v.raw, v
+	}
+	if len(vals) != 0 {
+		return nil, nil, badEntry("short update has values left over")
+	}
+	return step, ops, nil
+}

@@ -1,0 +1,198 @@
+package streamdelta
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// The shape of pi's message_update line, which the codec relies on (any
+// other line travels whole): {"type":"message_update",
+// "assistantMessageEvent":{…,"partial":P},"message":P}, with the same
+// bytes P twice.
+var (
+	keyType    = []byte(`"type"`)
+	keyEvent   = []byte(`"assistantMessageEvent"`)
+	keyMessage = []byte(`"message"`)
+	keyPartial = []byte(`"partial"`)
+	keyDelta   = []byte(`"delta"`)
+	typeUpdate = []byte(`"message_update"`)
+
+	linePrefix = []byte(`{"type":"message_update","assistantMessageEvent":`)
+)
+
+// update is a message_update split into what changes little from one event
+// to the next (step: the assistantMessageEvent without its partial) and
+// the partial message.
+type update struct {
+	step    *node // an object
+	partial *node
+}
+
+// parseUpdate splits line when it has pi's message_update shape.
+func parseUpdate(line []byte) (*update, bool) {
+	if !bytes.HasPrefix(line, linePrefix) {
+		return nil, false
+	}
+	n, err := parseTree(line)
+	if err != nil || len(n.keys) != 3 || !bytes.Equal(n.keys[0], keyType) || !bytes.Equal(n.keys[1], keyEvent) ||
+		!bytes.Equal(n.keys[2], keyMessage) || !bytes.Equal(n.kids[0].raw, typeUpdate) {
+		return nil, false
+	}
+	ev := n.kids[1]
+	last := len(ev.keys) - 1
+	if ev.kind != '{' || last < 0 || !bytes.Equal(ev.keys[last], keyPartial) || !bytes.Equal(ev.kids[last].raw, n.kids[2].raw) {
+		return nil, false
+	}
+	if ev.kids[last].kind != '{' || slicesIndex(ev.keys[:last], keyPartial) >= 0 {
+		return nil, false
+	}
+	step := &node{kind: '{', keys: ev.keys[:last:last], kids: ev.kids[:last:last]}
+	return &update{step: step, partial: ev.kids[last]}, true
+}
+
+// line writes u as pi does.
+func (u *update) line() []byte {
+	ps := u.partial.size()
+	out := make([]byte, 0, len(linePrefix)+u.step.size()+len(keyPartial)+2*ps+16)
+	out = append(out, linePrefix...)
+	out = u.step.appendTo(out)
+	out = out[:len(out)-1] // the step's '}'
+	if len(u.step.keys) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, keyPartial...)
+	out = append(out, ':')
+	start := len(out)
+	out = u.partial.appendTo(out)
+	p := out[start:]
+	out = append(out, `},"message":`...)
+	out = append(out, p...)
+	return append(out, '}')
+}
+
+// delta returns the escaped body of the step's "delta" string, or nil.
+func (u *update) delta() []byte {
+	i := slicesIndex(u.step.keys, keyDelta)
+	if i < 0 || !u.step.kids[i].isString() {
+		return nil
+	}
+	r := u.step.kids[i].raw
+	return r[1 : len(r)-1]
+}
+
+func slicesIndex(keys [][]byte, k []byte) int {
+	for i, x := range keys {
+		if bytes.Equal(x, k) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Op kinds, one letter on the wire (docs/protocol.md).
+const (
+	opSet    = 'v' // [path,"v",value]: replace the value at path
+	opKey    = 'k' // [path,"k",key,value]: add a member to the object at path
+	opAppend = 'a' // [path,"a",value]: add an element to the array at path
+	opString = 's' // [path,"s","suffix"]: append to the string at path
+	opDelta  = 'd' // [path,"d"]: append the step's delta to the string at path
+)
+
+// op is one change from a partial message to the next. A path is a list of
+// member positions (in objects and arrays alike), from the partial down.
+type op struct {
+	path []int
+	kind byte
+	key  []byte // opKey
+	val  []byte // opSet, opKey, opAppend: a value; opString: the string, quotes included
+	node *node  // val parsed (rebuild side)
+}
+
+// valued reports whether a short entry carries this op's value.
+func (o *op) valued() bool { return o.kind == opSet || o.kind == opString }
+
+func (o *op) appendTo(dst []byte) []byte {
+	dst = append(dst, '[', '[')
+	for i, p := range o.path {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(p), 10)
+	}
+	dst = append(dst, ']', ',', '"', o.kind, '"')
+	if o.kind == opKey {
+		dst = append(dst, ',')
+		dst = append(dst, o.key...)
+	}
+	if o.kind != opDelta {
+		dst = append(dst, ',')
+		dst = append(dst, o.val...)
+	}
+	return append(dst, ']')
+}
+
+// Errors of a rebuild. A rebuild error means the agent sent something this
+// codec cannot have produced: the connection is not to be trusted further.
+var (
+	ErrNoBase   = errors.New("streamdelta: coded update without the event it is coded against")
+	ErrBadEntry = errors.New("streamdelta: malformed update")
+	ErrTooLarge = errors.New("streamdelta: rebuilt event larger than a frame")
+)
+
+func badEntry(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadEntry, fmt.Sprintf(format, args...))
+}
+
+// apply carries out o on the partial message root. The ops come from the
+// wire: every step is checked.
+func (o *op) apply(root *node, delta []byte) error {
+	parent, at := (*node)(nil), -1
+	n := root
+	for _, p := range o.path {
+		if n.kind == 0 || p < 0 || p >= len(n.kids) {
+			return badEntry("path %v leaves the message", o.path)
+		}
+		n.raw = nil // its span is stale from here on
+		parent, at, n = n, p, n.kids[p]
+	}
+	switch o.kind {
+	case opSet:
+		if parent == nil {
+			if o.node.kind != '{' {
+				return badEntry("the partial message must stay an object")
+			}
+			*root = *o.node
+			return nil
+		}
+		parent.kids[at] = o.node
+	case opKey:
+		if n.kind != '{' {
+			return badEntry("op k on a non-object at %v", o.path)
+		}
+		n.raw = nil
+		n.keys = append(n.keys, o.key)
+		n.kids = append(n.kids, o.node)
+	case opAppend:
+		if n.kind != '[' {
+			return badEntry("op a on a non-array at %v", o.path)
+		}
+		n.raw = nil
+		n.kids = append(n.kids, o.node)
+	case opString, opDelta:
+		if !n.isString() {
+			return badEntry("op %c on a non-string at %v", o.kind, o.path)
+		}
+		suffix := delta
+		if o.kind == opString {
+			suffix = o.val[1 : len(o.val)-1]
+		} else if delta == nil {
+			return badEntry("op d without a delta in the step")
+		}
+		n.appendString(suffix)
+	default:
+		return badEntry("unknown op %q", o.kind)
+	}
+	return nil
+}

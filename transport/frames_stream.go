@@ -1,0 +1,44 @@
+package transport
+
+import "encoding/json"
+
+// CapabilityEventDelta, in a hello's capabilities, says the sender speaks
+// event_delta: an agent that announces it sends a worker's streamed
+// message_update events as event_delta frames to a server that announces
+// it too (docs/protocol.md, "Streamed output as deltas"). A TypeScript
+// server announces nothing and gets every event whole.
+const CapabilityEventDelta = "event-delta"
+
+// TypeEventDelta is the wire name of EventDeltaFrame.
+const TypeEventDelta = "event_delta"
+
+// EventDeltaFrame (A→S) carries consecutive message_update events (and the
+// message_end that closes them) of one worker, each one coded against the
+// one before it on the same connection, so that streamed text costs its own
+// size on the wire instead of the whole partial message per chunk. The
+// server rebuilds each event byte for byte (fleet/internal/streamdelta) and
+// handles it as the event frame it stands for.
+type EventDeltaFrame struct {
+	Header
+	InstanceID string
+	// Seq is the seq of the first update; the others follow one by one.
+	Seq float64
+	// Base is the seq of the event the first update is coded against
+	// (absent when the first update is whole).
+	Base *float64
+	// Updates is the array of coded events (see docs/protocol.md).
+	Updates json.RawMessage
+}
+
+// FrameType returns "event_delta".
+func (*EventDeltaFrame) FrameType() string { return TypeEventDelta }
+
+// Schema lists event_delta's fields.
+func (f *EventDeltaFrame) Schema(s *Schema) {
+	s.String("instanceId", &f.InstanceID, Required)
+	s.Number("seq", &f.Seq)
+	s.OptNumber("base", &f.Base)
+	s.RawOf("updates", &f.Updates, Required, KindArray)
+}
+
+func init() { addKind(registry, kind[EventDeltaFrame]()) }
