@@ -33,12 +33,12 @@ type EventDeltaFrame struct {
 // FrameType returns "event_delta".
 func (*EventDeltaFrame) FrameType() string { return TypeEventDelta }
 
-// Schema lists event_delta's fields.
-func (f *EventDeltaFrame) Schema(s *Schema) {
-	s.String("instanceId", &f.InstanceID, Required)
+// schema lists event_delta's fields.
+func (f *EventDeltaFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
 	s.Number("seq", &f.Seq)
 	s.OptNumber("base", &f.Base)
-	s.RawOf("updates", &f.Updates, Required, KindArray)
+	s.RawOf("updates", &f.Updates, required, kindArray)
 }
 
 func init() { addKind(registry, kind[EventDeltaFrame]()) }
