@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"example.com/pifleet/internal/jsonscan"
 )
 
 // readChunk is the decoder's initial buffer size and the usual read size.
@@ -157,21 +159,21 @@ func (s *schema) parseFrame(rec []byte) (Frame, *ProtocolError) {
 }
 
 func (s *schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
-	i := skipSpace(rec, 0)
+	i := jsonscan.SkipSpace(rec, 0)
 	if i == len(rec) {
 		return nil, errInvalidJSON()
 	}
 	if rec[i] != '{' {
-		end := s.sc.skipValue(rec, i)
-		if end < 0 || skipSpace(rec, end) != len(rec) {
+		end := s.sc.SkipValue(rec, i)
+		if end < 0 || jsonscan.SkipSpace(rec, end) != len(rec) {
 			return nil, errInvalidJSON()
 		}
 		return nil, errNotAnObject()
 	}
 	var end int
-	var keys keySet
-	s.members, end, keys = s.sc.appendMembers(s.members[:0], rec, i)
-	if end < 0 || skipSpace(rec, end) != len(rec) {
+	var keys jsonscan.KeySet
+	s.members, end, keys = s.sc.AppendMembers(s.members[:0], rec, i)
+	if end < 0 || jsonscan.SkipSpace(rec, end) != len(rec) {
 		return nil, errInvalidJSON()
 	}
 	s.data = rec
@@ -188,14 +190,14 @@ func (s *schema) checkFrame(rec []byte) (Frame, *ProtocolError) {
 	}
 	name := typ[1 : len(typ)-1]
 	if hasBackslash(name) {
-		name = appendUnquoted(nil, name)
+		name = jsonscan.AppendUnquoted(nil, name)
 	}
 	// A connection's frames come in runs of one type (a worker's
 	// events), so the previous frame's kind spares most registry lookups.
 	k := s.lastKind
 	if k.new == nil || string(name) != k.name {
 		if k, ok = registry[string(name)]; !ok {
-			t := unquote(typ, hasBackslash(typ))
+			t := jsonscan.Unquote(typ, hasBackslash(typ))
 			return nil, &ProtocolError{Code: CodeUnknownFrameType, Message: "unknown frame type " + strconv.Quote(t), FrameType: t}
 		}
 		s.lastKind = k

@@ -10,6 +10,8 @@ import (
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
+
+	"example.com/pifleet/internal/jsonscan/jsontest"
 )
 
 var protocolCodes = []ErrorCode{CodeInvalidJSON, CodeNotAnObject, CodeUnknownFrameType,
@@ -111,6 +113,26 @@ func decodeResults(t *testing.T, r io.Reader) ([]result, *Decoder) {
 			t.Fatalf("unexpected final error %v", err)
 		}
 	}
+}
+
+// FuzzJSON: ParseFrame calls a record invalid_json exactly when
+// encoding/json says it is not JSON, on the corpus shared by the scanner's
+// front ends (see jsontest), and what it decodes survives re-encoding.
+func FuzzJSON(f *testing.F) {
+	jsontest.Seed(f)
+	f.Fuzz(func(t *testing.T, record []byte) {
+		record = bytes.TrimSuffix(record, []byte("\r"))
+		if len(record) > MaxFrameBytes || bytes.Count(record, []byte("["))+bytes.Count(record, []byte("{")) >= 10000 {
+			return
+		}
+		fr, err := ParseFrame(record)
+		if valid := json.Valid(record); valid == errors.Is(err, CodeInvalidJSON) {
+			t.Fatalf("json.Valid = %v but ParseFrame error = %v for %q", valid, err, record)
+		}
+		if err == nil {
+			checkReencodes(t, fr)
+		}
+	})
 }
 
 // FuzzDecoder: a stream decodes the same whether it arrives at once, one

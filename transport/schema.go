@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"example.com/pifleet/internal/jsjson"
+	"example.com/pifleet/internal/jsonscan"
 )
 
 // shape is a JSON object shape of the protocol: a frame or a shared shape
@@ -67,10 +68,10 @@ type schema struct {
 	encoding bool
 
 	// Decoding.
-	sc        scanner
-	data      []byte   // the record
-	members   []member // objects being visited, innermost last
-	obj       object   // the object being visited
+	sc        jsonscan.Scanner
+	data      []byte            // the record
+	members   []jsonscan.Member // objects being visited, innermost last
+	obj       object            // the object being visited
 	path      []pathElem
 	frameType string
 	err       *ProtocolError
@@ -94,7 +95,7 @@ type pathElem struct {
 // object is the object being visited.
 type object struct {
 	lo, hi int // its members are members[lo:hi]
-	keys   keySet
+	keys   jsonscan.KeySet
 	// next is where the next lookup starts: a shape's schema method
 	// visits its fields in the order the encoder writes them, so a frame
 	// from a pifleet or TypeScript peer has the next field right there.
@@ -102,19 +103,19 @@ type object struct {
 }
 
 // setObject makes members[lo:hi], with the given keys, the current object.
-func (s *schema) setObject(lo, hi int, keys keySet) {
+func (s *schema) setObject(lo, hi int, keys jsonscan.KeySet) {
 	s.obj = object{lo: lo, hi: hi, keys: keys, next: lo}
 }
 
 // lookup finds the value of the current object's member name. Duplicate
 // keys resolve to the last one, as in JSON.parse.
 func (s *schema) lookup(name string) (val []byte, ok bool) {
-	sig := keySig(name)
+	sig := jsonscan.KeySig(name)
 	o := &s.obj
-	if o.keys.distinct {
+	if o.keys.Distinct {
 		// A name is present at most once: absent when its bit is clear,
 		// else found by a search starting where the last one ended.
-		if o.keys.bits&keyBit(sig) == 0 {
+		if o.keys.Bits&jsonscan.KeyBit(sig) == 0 {
 			return nil, false
 		}
 		for i := o.next; i < o.hi; i++ {
@@ -134,12 +135,12 @@ func (s *schema) lookup(name string) (val []byte, ok bool) {
 	for i := o.hi - 1; i >= o.lo; i-- {
 		m := &s.members[i]
 		switch {
-		case m.sig == sig:
-			if string(s.data[m.keyStart:m.keyEnd]) != name {
+		case m.Sig == sig:
+			if string(s.data[m.KeyStart:m.KeyEnd]) != name {
 				continue
 			}
-		case m.keyEsc:
-			if string(appendUnquoted(nil, s.data[m.keyStart:m.keyEnd])) != name {
+		case m.KeyEsc:
+			if string(jsonscan.AppendUnquoted(nil, s.data[m.KeyStart:m.KeyEnd])) != name {
 				continue
 			}
 		default:
@@ -154,13 +155,13 @@ func (s *schema) lookup(name string) (val []byte, ok bool) {
 // whose keySig is sig.
 func (s *schema) isKey(i int, sig uint32, name string) bool {
 	m := &s.members[i]
-	return m.sig == sig && string(s.data[m.keyStart:m.keyEnd]) == name
+	return m.Sig == sig && string(s.data[m.KeyStart:m.KeyEnd]) == name
 }
 
 // value returns the value of members[i].
 func (s *schema) value(i int) []byte {
 	m := &s.members[i]
-	return s.data[m.valStart:m.valEnd]
+	return s.data[m.ValStart:m.ValEnd]
 }
 
 // field is the common start of every decoding visit: it returns the
@@ -251,10 +252,10 @@ func (s *schema) decodeString(v []byte) (string, bool) {
 	if str, ok := s.strs.find(body); ok {
 		return str, true
 	}
-	if plainASCII(body) { // the common case: the bytes are the value
+	if jsonscan.PlainASCII(body) { // the common case: the bytes are the value
 		return s.strs.add(body), true
 	}
-	return unquote(v, hasBackslash(v)), true
+	return jsonscan.Unquote(v, hasBackslash(v)), true
 }
 
 // stringCache holds the last few short strings a Schema decoded. The short
@@ -273,7 +274,7 @@ const stringCacheBits = 4
 const maxCachedString = 40
 
 func (c *stringCache) slot(body []byte) *string {
-	return &c[keyHash(keySig(body))>>(32-stringCacheBits)]
+	return &c[jsonscan.KeyHash(jsonscan.KeySig(body))>>(32-stringCacheBits)]
 }
 
 // find returns the cached string equal to body, if any.
@@ -377,7 +378,7 @@ func enum[T ~string](s *schema, name string, p *T, pr presence, allowed ...T) {
 	}
 	body := v[1 : len(v)-1]
 	if hasBackslash(body) {
-		body = appendUnquoted(nil, body)
+		body = jsonscan.AppendUnquoted(nil, body)
 	}
 	for _, a := range allowed {
 		if string(body) == string(a) {
@@ -392,7 +393,7 @@ func decodeNumber(v []byte) (float64, string) {
 	if len(v) == 0 || !(v[0] == '-' || '0' <= v[0] && v[0] <= '9') {
 		return 0, "must be number"
 	}
-	f, ok := parseNumber(v)
+	f, ok := jsonscan.ParseNumber(v)
 	if !ok {
 		return 0, "must be a finite number"
 	}
@@ -519,7 +520,7 @@ func (s *schema) Strings(name string, p *[]string, pr presence) {
 	}
 	out := make([]string, 0)
 	for i, at, first := 0, 1, true; ; i, first = i+1, false {
-		start, end, more := s.sc.nextElement(v, at, first)
+		start, end, more := jsonscan.NextElement(v, at, first)
 		if !more {
 			break
 		}
@@ -565,11 +566,11 @@ func (s *schema) StringMap(name string, p *map[string]string, pr presence) {
 		return
 	}
 	base := len(s.members)
-	s.members, _, _ = s.sc.appendMembers(s.members, v, 0)
+	s.members, _, _ = s.sc.AppendMembers(s.members, v, 0)
 	out := make(map[string]string, len(s.members)-base)
 	for _, m := range s.members[base:] {
-		key := unquote(v[m.keyStart-1:m.keyEnd+1], m.keyEsc)
-		str, ok := s.decodeString(v[m.valStart:m.valEnd])
+		key := jsonscan.Unquote(v[m.KeyStart-1:m.KeyEnd+1], m.KeyEsc)
+		str, ok := s.decodeString(v[m.ValStart:m.ValEnd])
 		if !ok {
 			s.members = s.members[:base]
 			s.failIn(name, key, "must be string")
@@ -645,9 +646,9 @@ func (k kindSet) String() string {
 // JSON value. A value spread over several lines (json.MarshalIndent
 // output) is compacted, since a frame must be one line.
 func (s *schema) appendRaw(name string, raw json.RawMessage) {
-	start := skipSpace(raw, 0)
-	end := s.sc.skipValue(raw, start)
-	if end < 0 || skipSpace(raw, end) != len(raw) {
+	start := jsonscan.SkipSpace(raw, 0)
+	end := s.sc.SkipValue(raw, start)
+	if end < 0 || jsonscan.SkipSpace(raw, end) != len(raw) {
 		s.encFail(name, "raw value is not valid JSON")
 		s.buf = append(s.buf, "null"...)
 		return
@@ -665,12 +666,12 @@ func appendCompact(dst, src []byte) []byte {
 	for i := 0; i < len(src); {
 		c := src[i]
 		if c == '"' {
-			end, _ := skipString(src, i)
+			end, _ := jsonscan.SkipString(src, i)
 			dst = append(dst, src[i:end]...)
 			i = end
 			continue
 		}
-		if !isSpace[c] {
+		if !jsonscan.IsSpace(c) {
 			dst = append(dst, c)
 		}
 		i++
@@ -686,8 +687,8 @@ func (s *schema) enterObject(name string, index int, v []byte) (outer object) {
 	// v is always a subslice of the record, so its offset there follows
 	// from the capacities; members are stored as offsets into the record.
 	off := cap(s.data) - cap(v)
-	var keys keySet
-	s.members, _, keys = s.sc.appendMembers(s.members, s.data, off)
+	var keys jsonscan.KeySet
+	s.members, _, keys = s.sc.AppendMembers(s.members, s.data, off)
 	s.setObject(base, len(s.members), keys)
 	s.path = append(s.path, pathElem{name: name, index: index})
 	return outer
@@ -758,7 +759,7 @@ func structsField[T any, P shapePtr[T]](s *schema, name string, p *[]T, pr prese
 	out := make([]T, 0)
 	s.path = append(s.path, pathElem{name: name})
 	for i, at, first := 0, 1, true; ; i, first = i+1, false {
-		start, end, more := s.sc.nextElement(v, at, first)
+		start, end, more := jsonscan.NextElement(v, at, first)
 		if !more {
 			break
 		}

@@ -19,12 +19,13 @@
 package jsjson
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"example.com/pifleet/internal/jsonscan"
 )
 
 // Kind is the type of a JSON value.
@@ -115,165 +116,103 @@ func Parse(data []byte) (Value, error) {
 // served by a registry) can then keep data instead of re-encoding it. A
 // false canonical only means "re-encode to be sure".
 func ParseCanonical(data []byte) (v Value, canonical bool, err error) {
+	// The project's scanner validates the text in one pass; the builder
+	// below then walks bytes known to be valid JSON, so it checks nothing.
+	sc := jsonscan.Scanner{MaxDepth: MaxDepth}
+	start, end, serr := sc.Check(data)
+	if serr != nil {
+		msg := serr.Reason
+		if serr.Offset < len(data) {
+			msg += ", found " + strconv.QuoteRune(rune(data[serr.Offset]))
+		}
+		return Value{}, false, &SyntaxError{Offset: serr.Offset, Msg: msg}
+	}
 	// Plain strings (no escapes, the vast majority) are cut out of one copy
 	// of the input instead of being allocated one by one.
-	p := parser{data: data, text: string(data), canonical: true}
-	p.skipSpace()
-	v, err = p.value(0)
-	if err != nil {
-		return Value{}, false, err
-	}
-	p.skipSpace()
-	if p.pos != len(p.data) {
-		return Value{}, false, p.errorf("unexpected %s after the value", p.describe())
-	}
-	return v, p.canonical, nil
+	b := builder{data: data, text: string(data), canonical: start == 0 && end == len(data)}
+	v, _ = b.value(start)
+	return v, b.canonical, nil
 }
 
-type parser struct {
+// builder turns valid JSON into a Value.
+type builder struct {
 	data []byte
 	text string // the same bytes as data
-	pos  int
 	// canonical stays true while nothing seen would be written differently
 	// by Append.
 	canonical bool
 }
 
-func (p *parser) errorf(format string, args ...any) error {
-	return &SyntaxError{Offset: p.pos, Msg: fmt.Sprintf(format, args...)}
+func (b *builder) space(i int) int {
+	j := jsonscan.SkipSpace(b.data, i)
+	if j != i {
+		b.canonical = false
+	}
+	return j
 }
 
-func (p *parser) describe() string {
-	if p.pos >= len(p.data) {
-		return "end of input"
+// value builds the value at b.data[i] and returns it and the index after it.
+func (b *builder) value(i int) (Value, int) {
+	switch b.data[i] {
+	case '{':
+		return b.object(i)
+	case '[':
+		return b.array(i)
+	case '"':
+		s, end := b.str(i)
+		return Value{Kind: String, Str: s}, end
+	case 't':
+		return Value{Kind: Bool, Bool: true}, i + len("true")
+	case 'f':
+		return Value{Kind: Bool}, i + len("false")
+	case 'n':
+		return Value{Kind: Null}, i + len("null")
 	}
-	return strconv.QuoteRune(rune(p.data[p.pos]))
+	return b.number(i)
 }
 
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-			p.canonical = false
-		default:
-			return
-		}
-	}
-}
-
-func (p *parser) value(depth int) (Value, error) {
-	if p.pos >= len(p.data) {
-		return Value{}, p.errorf("unexpected end of input")
-	}
-	switch c := p.data[p.pos]; {
-	case c == '{':
-		return p.object(depth + 1)
-	case c == '[':
-		return p.array(depth + 1)
-	case c == '"':
-		s, err := p.str()
-		return Value{Kind: String, Str: s}, err
-	case c == '-' || c >= '0' && c <= '9':
-		n, err := p.number()
-		return Value{Kind: Number, Num: n}, err
-	case p.literal("true"):
-		return Value{Kind: Bool, Bool: true}, nil
-	case p.literal("false"):
-		return Value{Kind: Bool}, nil
-	case p.literal("null"):
-		return Value{Kind: Null}, nil
-	}
-	return Value{}, p.errorf("unexpected %s", p.describe())
-}
-
-func (p *parser) literal(word string) bool {
-	if len(p.data)-p.pos >= len(word) && string(p.data[p.pos:p.pos+len(word)]) == word {
-		p.pos += len(word)
-		return true
-	}
-	return false
-}
-
-func (p *parser) array(depth int) (Value, error) {
-	if depth > MaxDepth {
-		return Value{}, p.errorf("nested deeper than %d", MaxDepth)
-	}
-	p.pos++ // [
+func (b *builder) array(i int) (Value, int) {
 	v := Value{Kind: Array, Items: []Value{}}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		return v, nil
+	if i = b.space(i + 1); b.data[i] == ']' {
+		return v, i + 1
 	}
 	for {
-		p.skipSpace()
-		item, err := p.value(depth)
-		if err != nil {
-			return Value{}, err
-		}
+		var item Value
+		item, i = b.value(i)
 		v.Items = append(v.Items, item)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return Value{}, p.errorf("unterminated array")
+		if i = b.space(i); b.data[i] == ']' {
+			return v, i + 1
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return v, nil
-		default:
-			return Value{}, p.errorf("expected ',' or ']' in array, found %s", p.describe())
-		}
+		i = b.space(i + 1) // after ','
 	}
 }
 
-func (p *parser) object(depth int) (Value, error) {
-	if depth > MaxDepth {
-		return Value{}, p.errorf("nested deeper than %d", MaxDepth)
-	}
-	p.pos++ // {
+func (b *builder) object(i int) (Value, int) {
 	// Room for three members: the shape of a manifest's file entries.
 	v := Value{Kind: Object, Members: make([]Member, 0, 3)}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		return v, nil
+	if i = b.space(i + 1); b.data[i] == '}' {
+		return v, i + 1
 	}
 	indexKeys := false
 	var index map[string]int // built once an object is large, so duplicates cost O(1)
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return Value{}, p.errorf("expected a string key, found %s", p.describe())
-		}
-		key, err := p.key()
-		if err != nil {
-			return Value{}, err
-		}
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return Value{}, p.errorf("expected ':' after key %q, found %s", key, p.describe())
-		}
-		p.pos++
-		p.skipSpace()
-		val, err := p.value(depth)
-		if err != nil {
-			return Value{}, err
-		}
+		var key string
+		key, i = b.str(i)
+		i = b.space(b.space(i) + 1) // after ':'
+		var val Value
+		val, i = b.value(i)
 		// JavaScript: a repeated key keeps its place and takes the new value.
-		i := -1
+		at := -1
 		if index != nil {
 			if j, ok := index[key]; ok {
-				i = j
+				at = j
 			}
 		} else {
-			i = slices.IndexFunc(v.Members, func(m Member) bool { return m.Key == key })
+			at = slices.IndexFunc(v.Members, func(m Member) bool { return m.Key == key })
 		}
-		if i >= 0 {
-			v.Members[i].Value = val
-			p.canonical = false
+		if at >= 0 {
+			v.Members[at].Value = val
+			b.canonical = false
 		} else {
 			v.Members = append(v.Members, Member{Key: key, Value: val})
 			indexKeys = indexKeys || isArrayIndex(key)
@@ -286,23 +225,16 @@ func (p *parser) object(depth int) (Value, error) {
 				}
 			}
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return Value{}, p.errorf("unterminated object")
+		if i = b.space(i); b.data[i] == ',' {
+			i = b.space(i + 1)
+			continue
 		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			if indexKeys {
-				p.canonical = false
-				orderLikeJS(v.Members)
-			}
-			return v, nil
-		default:
-			return Value{}, p.errorf("expected ',' or '}' in object, found %s", p.describe())
+		// '}'
+		if indexKeys {
+			b.canonical = false
+			orderLikeJS(v.Members)
 		}
+		return v, i + 1
 	}
 }
 
@@ -350,197 +282,26 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// key parses an object key.
-func (p *parser) key() (string, error) { return p.str() }
-
-// str parses a string starting at the opening quote.
-func (p *parser) str() (string, error) {
-	start := p.pos + 1
-	i := start
-	for ; i < len(p.data); i++ {
-		c := p.data[i]
-		if c == '"' {
-			p.pos = i + 1
-			return p.text[start:i], nil
-		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			break
-		}
+// str returns the string at b.data[i] and the index after it.
+func (b *builder) str(i int) (string, int) {
+	end, esc := jsonscan.SkipString(b.data, i)
+	body := b.data[i+1 : end-1]
+	if !esc && jsonscan.PlainASCII(body) {
+		return b.text[i+1 : end-1], end
 	}
-	p.canonical = false // escapes and non-ASCII text: re-encode to be sure
-	buf := make([]byte, 0, i-start+16)
-	buf = append(buf, p.data[start:i]...)
-	for i < len(p.data) {
-		c := p.data[i]
-		switch {
-		case c == '"':
-			p.pos = i + 1
-			return string(buf), nil
-		case c < 0x20:
-			p.pos = i
-			return "", p.errorf("control character %#02x in string", c)
-		case c == '\\':
-			if i+1 >= len(p.data) {
-				p.pos = i
-				return "", p.errorf("unterminated escape")
-			}
-			switch e := p.data[i+1]; e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-				i += 2
-			case 'b':
-				buf = append(buf, '\b')
-				i += 2
-			case 'f':
-				buf = append(buf, '\f')
-				i += 2
-			case 'n':
-				buf = append(buf, '\n')
-				i += 2
-			case 'r':
-				buf = append(buf, '\r')
-				i += 2
-			case 't':
-				buf = append(buf, '\t')
-				i += 2
-			case 'u':
-				r, ok := hex4(p.data, i+2)
-				if !ok {
-					p.pos = i
-					return "", p.errorf(`bad \u escape`)
-				}
-				i += 6
-				if utf16.IsSurrogate(r) {
-					r2, ok2 := rune(-1), false
-					if i+1 < len(p.data) && p.data[i] == '\\' && p.data[i+1] == 'u' {
-						r2, ok2 = hex4(p.data, i+2)
-					}
-					if dec := utf16.DecodeRune(r, r2); ok2 && dec != utf8.RuneError {
-						r = dec
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				p.pos = i
-				return "", p.errorf("bad escape \\%c", e)
-			}
-		case c < utf8.RuneSelf:
-			buf = append(buf, c)
-			i++
-		default:
-			r, size := utf8.DecodeRune(p.data[i:])
-			if r == utf8.RuneError && size == 1 {
-				buf = utf8.AppendRune(buf, utf8.RuneError)
-			} else {
-				buf = append(buf, p.data[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	p.pos = len(p.data)
-	return "", p.errorf("unterminated string")
+	b.canonical = false // escapes and non-ASCII text: re-encode to be sure
+	return jsonscan.Unquote(b.data[i:end], esc), end
 }
 
-func hex4(b []byte, at int) (rune, bool) {
-	if at+4 > len(b) {
-		return 0, false
+// number returns the number at b.data[i] and the index after it. Like
+// JavaScript, a number too large for a float64 becomes ±Inf rather than an
+// error.
+func (b *builder) number(i int) (Value, int) {
+	end := jsonscan.SkipNumber(b.data, i)
+	tok := b.data[i:end]
+	f, _ := jsonscan.ParseNumber(tok)
+	if len(tok) > 15 || bytes.ContainsAny(tok, ".eE") || string(tok) == "-0" {
+		b.canonical = false // not an integer Append writes the same way
 	}
-	var r rune
-	for _, c := range b[at : at+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
-// number parses a JSON number. Like JavaScript, a number too large for a
-// float64 becomes ±Inf rather than an error.
-func (p *parser) number() (float64, error) {
-	start := p.pos
-	i := start
-	if i < len(p.data) && p.data[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(p.data) && p.data[i] == '0':
-		i++
-	case i < len(p.data) && p.data[i] >= '1' && p.data[i] <= '9':
-		for i < len(p.data) && p.data[i] >= '0' && p.data[i] <= '9' {
-			i++
-		}
-	default:
-		p.pos = i
-		return 0, p.errorf("bad number")
-	}
-	integer := true
-	if i < len(p.data) && p.data[i] == '.' {
-		integer = false
-		i++
-		d := i
-		for i < len(p.data) && p.data[i] >= '0' && p.data[i] <= '9' {
-			i++
-		}
-		if i == d {
-			p.pos = i
-			return 0, p.errorf("bad number: no digits after '.'")
-		}
-	}
-	if i < len(p.data) && (p.data[i] == 'e' || p.data[i] == 'E') {
-		integer = false
-		i++
-		if i < len(p.data) && (p.data[i] == '+' || p.data[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(p.data) && p.data[i] >= '0' && p.data[i] <= '9' {
-			i++
-		}
-		if i == d {
-			p.pos = i
-			return 0, p.errorf("bad number: no digits in exponent")
-		}
-	}
-	p.pos = i
-	text := p.data[start:i]
-	if integer && len(text) <= 15 {
-		// Fast path: exact in a float64, no allocation.
-		neg := text[0] == '-'
-		if neg {
-			text = text[1:]
-		}
-		var n int64
-		for _, c := range text {
-			n = n*10 + int64(c-'0')
-		}
-		f := float64(n)
-		if neg {
-			f = -f
-			if n == 0 {
-				p.canonical = false // -0 is written 0
-			}
-		}
-		return f, nil
-	}
-	p.canonical = false
-	f, err := strconv.ParseFloat(string(text), 64)
-	if err != nil && !isRange(err) {
-		return 0, p.errorf("bad number %q", text)
-	}
-	return f, nil
-}
-
-func isRange(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+	return Value{Kind: Number, Num: f}, end
 }

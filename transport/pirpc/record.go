@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"example.com/pifleet/internal/jsonscan"
 )
 
 // EventType is the "type" of a record pi writes that is not a response.
@@ -371,7 +373,7 @@ var updatePrefix = []byte(`{"type":"message_update",`)
 // Event.DecodeErr set. raw is retained, not copied.
 //
 // The line is validated in one pass and only the members its type needs
-// are decoded (see jsonscan.go); a line that pass is unsure of is parsed
+// are decoded; a line that pass is unsure of is parsed
 // with encoding/json instead, with the same result.
 func ParseRecord(raw []byte) (Record, error) {
 	if rec, ok := parseFast(raw, false); ok {
@@ -824,19 +826,14 @@ func decodeContent(span []byte) (Content, bool) {
 		return nil, false
 	}
 	parts := Content{}
-	s := scanner{b: span, i: 1, trusted: true}
-	s.space()
-	if s.next(']') {
-		return parts, true
-	}
-	for {
-		s.space()
-		start := s.i
-		if !s.value(1) {
-			return nil, false
+	for at, first := 1, true; ; first = false {
+		start, end, more := jsonscan.NextElement(span, at, first)
+		if !more {
+			return parts, end >= 0
 		}
+		at = end
 		var p ContentPart
-		if v := span[start:s.i]; string(v) != "null" && !eachMember(v, partFields, func(f int, v []byte) (ok bool) {
+		if v := span[start:end]; string(v) != "null" && !eachMember(v, partFields, func(f int, v []byte) (ok bool) {
 			switch f {
 			case 0:
 				p.Type, ok = decodeString(v)
@@ -858,11 +855,6 @@ func decodeContent(span []byte) (Content, bool) {
 			return nil, false
 		}
 		parts = append(parts, p)
-		s.space()
-		if s.next(',') {
-			continue
-		}
-		return parts, s.next(']')
 	}
 }
 
@@ -1023,24 +1015,16 @@ func decodeStrings(span []byte) ([]string, bool) {
 		return nil, false
 	}
 	out := []string{}
-	s := scanner{b: span, i: 1, trusted: true}
-	s.space()
-	if s.next(']') {
-		return out, true
-	}
-	for {
-		s.space()
-		start := s.i
-		s.skip()
-		v, ok := decodeString(span[start:s.i])
+	for at, first := 1, true; ; first = false {
+		start, end, more := jsonscan.NextElement(span, at, first)
+		if !more {
+			return out, end >= 0
+		}
+		at = end
+		v, ok := decodeString(span[start:end])
 		if !ok {
 			return nil, false
 		}
 		out = append(out, v)
-		s.space()
-		if s.next(',') {
-			continue
-		}
-		return out, s.next(']')
 	}
 }

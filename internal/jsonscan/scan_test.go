@@ -1,4 +1,4 @@
-package transport
+package jsonscan
 
 import (
 	"bytes"
@@ -7,42 +7,26 @@ import (
 	"math/bits"
 	"strings"
 	"testing"
+
+	"example.com/pifleet/internal/jsonscan/jsontest"
 )
 
 // scanValid is what the scanner says about b: one JSON value, optionally
 // surrounded by whitespace. It also checks that skipValue stops exactly
 // at the end of the value.
-func scanValid(t *testing.T, sc *scanner, b []byte) bool {
+func scanValid(t *testing.T, sc *Scanner, b []byte) bool {
 	t.Helper()
-	end := sc.skipValue(b, 0)
+	end := sc.SkipValue(b, 0)
 	if end < 0 {
 		return false
 	}
 	if end > len(b) {
 		t.Fatalf("skipValue(%q) = %d, past the end", b, end)
 	}
-	if end > 0 && isSpace[b[end-1]] {
+	if end > 0 && IsSpace(b[end-1]) {
 		t.Fatalf("skipValue(%q) = %d, after trailing whitespace", b, end)
 	}
-	return skipSpace(b, end) == len(b)
-}
-
-// skipOracleCases are values and near-values that exercise every branch
-// of the scanner: each is also tried inside containers and truncated at
-// every byte, and checked against encoding/json's json.Valid.
-var skipOracleCases = []string{
-	`{}`, `[]`, `{ }`, `[ ]`, ` {"a" : [ 1 , 2 ] } `, `{"a":1,}`, `[1,]`, `[,1]`, `{,}`,
-	`{"a"}`, `{"a":}`, `{1:2}`, `{"a":1 "b":2}`, `[1 2]`, `{"a":1]`, `[1}`, `]`, `}`, `[`, `{`,
-	`"plain"`, `"twelve bytes"`, `"a\"b\\c\/d\be\ff\ng\rh\ti"`, `"\u00e9\uD83D\uDE00\ud800"`,
-	`"\u12"`, `"\u12G4"`, `"\x"`, `"\'"`, "\"tab\there\"", "\"nl\nhere\"", "\"\x1f\"", "\"\x7f\"",
-	"\"\xff\xfe invalid utf-8\"", "\"\xe2\x80\xa8 U+2028\"", `"unterminated`, `"ends in backslash\`,
-	`0`, `-0`, `1.5e+10`, `-1E-2`, `01`, `1.`, `.5`, `-`, `1e`, `+1`, `0x10`, `1.5e3.2`, `123456789012345678901234567890`,
-	`true`, `false`, `null`, `tru`, `nul`, `True`, `nulll`, `truefalse`,
-	`[[[[[]]]]]`, `[[[[[]]]]`, `{"a":{"b":{"c":[{"d":null}]}}}`, `{"a":{"b":{"c":[{"d":null}]}}`,
-	`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,` +
-		`"delta":"Refactor the handler so that it returns early when the context is done."},` +
-		`"message":{"role":"assistant","api":"anthropic-messages","timestamp":1730000000123}}`,
-	"\t\r\n [\t1\r,\n2 ] \n", "[1\v]", "[1\f]", "\u00a0[]",
+	return SkipSpace(b, end) == len(b)
 }
 
 // TestSkipValueAgreesWithJSONValid compares the scanner with json.Valid on
@@ -50,14 +34,14 @@ var skipOracleCases = []string{
 // array and an object (so that strings end within the last eight bytes of
 // the input as well as far from it).
 func TestSkipValueAgreesWithJSONValid(t *testing.T) {
-	var sc scanner
+	var sc Scanner
 	check := func(b []byte) {
 		t.Helper()
 		if got, want := scanValid(t, &sc, b), json.Valid(b); got != want {
 			t.Errorf("scanner says valid=%v, json.Valid says %v, for %q", got, want, b)
 		}
 	}
-	for _, c := range skipOracleCases {
+	for _, c := range jsontest.Cases {
 		for _, v := range []string{c, "[" + c + "]", `{"k":` + c + `}`, `[0,{"k":[` + c + `,"long string padding"]}]`} {
 			for n := range len(v) + 1 {
 				check([]byte(v[:n]))
@@ -70,7 +54,7 @@ func TestSkipValueAgreesWithJSONValid(t *testing.T) {
 // container must be closed by its own kind of bracket, also beyond the 64
 // levels the scanner keeps in a register.
 func TestSkipValueDeepNesting(t *testing.T) {
-	var sc scanner
+	var sc Scanner
 	for depth := 60; depth <= 200; depth += 7 {
 		var open, closing []byte
 		for k := range depth {
@@ -101,23 +85,6 @@ func TestSkipValueDeepNesting(t *testing.T) {
 	}
 }
 
-// FuzzSkipValue: the scanner and json.Valid agree on every input (below
-// encoding/json's nesting limit of 10,000 levels).
-func FuzzSkipValue(f *testing.F) {
-	for _, c := range skipOracleCases {
-		f.Add([]byte(c))
-	}
-	var sc scanner
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) >= 10000 {
-			return
-		}
-		if got, want := scanValid(t, &sc, b), json.Valid(b); got != want {
-			t.Fatalf("scanner says valid=%v, json.Valid says %v, for %q", got, want, b)
-		}
-	})
-}
-
 // TestPlainASCII checks the word-at-a-time test against its definition, for
 // every byte value at every position of bodies up to 20 bytes long.
 func TestPlainASCII(t *testing.T) {
@@ -127,13 +94,13 @@ func TestPlainASCII(t *testing.T) {
 				body := bytes.Repeat([]byte{'a'}, n)
 				body[pos] = byte(v)
 				want := v != '\\' && v < 0x80
-				if got := plainASCII(body); got != want {
-					t.Fatalf("plainASCII(%q) = %v, want %v", body, got, want)
+				if got := PlainASCII(body); got != want {
+					t.Fatalf("PlainASCII(%q) = %v, want %v", body, got, want)
 				}
 			}
 		}
 	}
-	if !plainASCII(nil) {
+	if !PlainASCII(nil) {
 		t.Error("the empty body is plain")
 	}
 }

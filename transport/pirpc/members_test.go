@@ -8,6 +8,8 @@ import (
 	"os"
 	"reflect"
 	"testing"
+
+	"example.com/pifleet/internal/jsonscan/jsontest"
 )
 
 // fuzzSeeds are lines of every shape ParseRecord meets, odd ones included.
@@ -51,21 +53,11 @@ func fuzzSeeds(f *testing.F) {
 	}
 }
 
-// The scanner accepts exactly what encoding/json accepts (up to its depth
-// limit, beyond which it declines and encoding/json decides).
-func FuzzScannerMatchesValid(f *testing.F) {
-	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, want := validJSON(b), json.Valid(b)
-		if got && !want || !got && want && bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) <= maxScanDepth {
-			t.Fatalf("%q: scanner says valid=%v, encoding/json %v", b, got, want)
-		}
-	})
-}
-
-// ParseRecord (the fast path where it applies) returns exactly what
-// encoding/json alone returns.
-func FuzzParseRecordMatchesStd(f *testing.F) {
+// FuzzJSON: ParseRecord (the fast path where it applies) returns exactly
+// what encoding/json alone returns. It shares its corpus with the
+// scanner's other front ends (see jsontest), plus pi's own lines.
+func FuzzJSON(f *testing.F) {
+	jsontest.Seed(f)
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, line []byte) {
 		got, gerr := ParseRecord(line)
@@ -157,16 +149,4 @@ func FuzzDecodeStateMatchesStd(f *testing.F) {
 			t.Fatalf("%q: model\n got %+v\nwant %+v", data, *got.Model, *want.Model)
 		}
 	})
-}
-
-// validJSON reports whether b is one valid JSON value, as the scanner
-// sees it.
-func validJSON(b []byte) bool {
-	s := scanner{b: b}
-	s.space()
-	if !s.value(1) {
-		return false
-	}
-	s.space()
-	return s.i == len(b)
 }

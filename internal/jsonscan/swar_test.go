@@ -1,4 +1,4 @@
-package jsjson
+package jsonscan
 
 import (
 	"math/bits"
