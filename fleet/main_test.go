@@ -29,6 +29,9 @@ import (
 // production driver of both: cmd/pifleet-server and the examples drive
 // them too, through this package, and check only for dropped events).
 func TestMain(m *testing.M) {
+	if campaignApp != nil && os.Getenv(campaignAppEnv) == "1" {
+		os.Exit(campaignApp(os.Args[1:]))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "shim":
@@ -77,6 +80,15 @@ var fleetChecks = fsmtest.Checks{
 		fsmtest.Cover(transport.ConnectionTable),
 	},
 }
+
+// campaignApp, when set (on Linux), is the kill campaigns' application:
+// a program that embeds the fleet, as an application does, so that the
+// server a campaign kills is the process the WithTaskDone callback runs
+// in. The test binary runs it instead of the tests when campaignAppEnv
+// is 1.
+var campaignApp func(args []string) int
+
+const campaignAppEnv = "PIFLEET_KILLCAMPAIGN_APP"
 
 // testKeyFile is the key file the tests' fleets use (fleet.WithKeyFile);
 // the tests' agents trust testServerKey, its public key.
