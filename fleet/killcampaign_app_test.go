@@ -117,7 +117,8 @@ func runCampaignApp(args []string) int {
 		fleet.WithRegistry(*registry, "127.0.0.1:0"),
 		fleet.WithAgents(a),
 		fleet.WithPrompter(trust.Fixed(trust.Steer)),
-		fleet.WithLogger(log.With().Str("component", "fleet").Logger()),
+		// The fleet's own debug lines would drown the campaign's log.
+		fleet.WithLogger(log.Level(max(level, zerolog.InfoLevel)).With().Str("component", "fleet").Logger()),
 		fastDialer,
 		fleet.WithTaskDone(func(r fleet.TaskReport) {
 			line, _ := json.Marshal(appDelivery{Key: r.Key.String(), Task: r.TaskID, Instance: r.InstanceID, Seq: r.Seq, Status: r.Status})
@@ -225,6 +226,8 @@ type appDriver struct {
 	agent, cwd       string
 	bundles, workers int
 	drain            bool
+	// waiting is what the last appWaiting line said.
+	waiting string
 }
 
 // logChange logs the changes the campaign times its kills by.
@@ -288,7 +291,10 @@ func (d *appDriver) step(ctx context.Context) bool {
 		if live == 0 && len(open) == 0 {
 			return true
 		}
-		d.log.Info().Strs("tasks", open).Strs("instances", busy).Msg(appWaiting)
+		if w := fmt.Sprint(open, busy); w != d.waiting {
+			d.waiting = w
+			d.log.Info().Strs("tasks", open).Strs("instances", busy).Msg(appWaiting)
+		}
 		return false
 	}
 	if live < d.workers {
