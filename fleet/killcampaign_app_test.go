@@ -242,9 +242,7 @@ func (d *appDriver) logChange(c fleet.Change) {
 }
 
 // terminalTask says whether a task's state is one no event leaves.
-func terminalTask(state string) bool {
-	return state == fleet.TaskEnded || state == fleet.TaskStopped || state == fleet.TaskAborted
-}
+func terminalTask(state fleet.TaskState) bool { return fleet.TaskTable.IsFinal(state) }
 
 // step makes one round of decisions; it reports true once drained.
 func (d *appDriver) step(ctx context.Context) bool {
@@ -259,11 +257,11 @@ func (d *appDriver) step(ctx context.Context) bool {
 	var open []string
 	for _, ti := range st.Tasks {
 		switch ti.State {
-		case string(fleet.StateAwaitingReview), string(fleet.StateVerifying):
+		case fleet.TaskAwaitingReview, fleet.TaskVerifying:
 			d.review(ctx, ti)
 		}
 		if !terminalTask(ti.State) {
-			open = append(open, ti.TaskID+"="+ti.State)
+			open = append(open, ti.TaskID+"="+string(ti.State))
 		}
 	}
 	live, busy := 0, []string(nil)

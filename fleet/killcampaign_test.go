@@ -396,9 +396,9 @@ func (c *campaign) count(stuck string) outcome {
 	for _, tk := range tasks {
 		runs := tk.Rejects + 1 // each run of a task ends with a task_done
 		switch got := len(keysOf[tk.TaskID]); {
-		case !terminalTask(tk.State):
+		case !terminalTask(fleet.TaskState(tk.State)):
 			o.bad(&o.Stuck, "task %s is %s", tk.TaskID, tk.State)
-		case tk.State == fleet.TaskEnded && got < runs:
+		case fleet.TaskState(tk.State) == fleet.TaskEnded && got < runs:
 			o.bad(&o.Lost, "task %s ended after %d runs; the application heard of %d task_done", tk.TaskID, runs, got)
 		case got > runs:
 			// Each key is one run: the worker ran again on a rejection
