@@ -131,7 +131,6 @@ func New(cfg Config) (*Agent, error) {
 		runCancel:  cancel,
 		git:        worktree.Git{Bin: cfg.Git, Env: cfg.Env},
 	}
-	a.models.m = map[string]modelProbe{}
 	if cfg.ExecPolicy == ExecFull {
 		a.exec, err = execplane.New(execplane.Config{MaxConcurrent: cfg.MaxExecs, DefaultTimeout: cfg.ExecTimeout,
 			Roots: cfg.ExecRoots, AuditFile: cfg.ExecAuditFile, Env: cfg.Env, Shell: cfg.ExecShell,
@@ -475,7 +474,9 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	a.wg.Go(func() { a.sendFullReport(ctx, p) })
 	a.wg.Go(func() { a.replayExits(ctx, p) })
 
-	dctx, cancel := context.WithCancel(ctx)
+	// The cause reaches whatever the connection's requests were waiting
+	// for (a spawn waiting for the model probe says why it gave up).
+	dctx, cancel := context.WithCancelCause(ctx)
 	frames := make(chan transport.Frame, 64)
 	p.conn.SetHandler(func(f transport.Frame) {
 		select {
@@ -486,10 +487,11 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	a.wg.Go(func() { a.dispatchLoop(dctx, p, frames) })
 	select {
 	case <-p.conn.Done():
+		cancel(fmt.Errorf("the connection from %s closed: %v", p.key, p.conn.Err()))
 	case <-ctx.Done():
 		p.conn.Close()
+		cancel(errors.New("the agent shuts down"))
 	}
-	cancel()
 	a.mu.Lock()
 	delete(a.peers, p)
 	a.mu.Unlock()

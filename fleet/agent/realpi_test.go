@@ -39,18 +39,28 @@ func publishFauxBundle(t *testing.T, root string) {
 // the faux bundle served over HTTP (srv.URL goes in spawn.env).
 func realPiHarness(t *testing.T) (*harness, *httptest.Server) {
 	t.Helper()
+	return realPiHarnessWith(t, hopts{})
+}
+
+// realPiHarnessWith is realPiHarness with o's noRun, and o.mod applied
+// after the real pi's configuration.
+func realPiHarnessWith(t *testing.T, o hopts) (*harness, *httptest.Server) {
+	t.Helper()
 	piPath := pitest.Find(t)
 	root := t.TempDir()
 	publishFauxBundle(t, root)
 	srv := httptest.NewServer(registry.NewServer(root))
 	t.Cleanup(srv.Close)
 	ps := pitest.Command(t, pitest.RealPi, pitest.Options{})
-	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, mod: func(c *Config) {
+	h := newHarness(t, hopts{agentDir: ps.AgentDir, cwd: ps.Dir, registry: root, noRun: o.noRun, mod: func(c *Config) {
 		c.PiCommand = []string{piPath}
 		c.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
 		c.Env = ps.Env
 		c.Registry = ""
 		c.StopGrace = 10 * time.Second
+		if o.mod != nil {
+			o.mod(c)
+		}
 	}})
 	return h, srv
 }

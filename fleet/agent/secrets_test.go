@@ -9,22 +9,52 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"example.com/pifleet/transport"
 )
 
-// syncBuffer is a log sink the agent's goroutines may share.
+// syncBuffer is a log sink the agent's goroutines may share, which a
+// test can wait on.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{} // closed and replaced at each write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.b.Write(p)
+}
+
+// waitFor waits until the buffer contains sub.
+func (s *syncBuffer) waitFor(t testing.TB, sub string) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), sub) {
+			s.mu.Unlock()
+			return
+		}
+		if s.written == nil {
+			s.written = make(chan struct{})
+		}
+		written := s.written
+		s.mu.Unlock()
+		select {
+		case <-written:
+		case <-deadline:
+			t.Fatalf("no %q within %s in:\n%s", sub, waitLimit, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {

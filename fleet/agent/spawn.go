@@ -343,7 +343,10 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	if cands := a.modelCandidates(f, res); len(cands) > 0 {
 		probe := l
 		probe.noSession, probe.model, probe.instanceID = true, nil, ""
-		avail, err := a.availableModels(ctx, res.BundleHash, a.command(probe), a.environment(probe), f.Cwd)
+		avail, err := a.availableModels(ctx, a.command(probe), a.environment(probe), f.Cwd)
+		if err != nil && !errors.Is(err, ErrProbe) {
+			return nil, refuse(CodeSpawnFailed, "%v", err) // cancelled
+		}
 		if err != nil {
 			return nil, refuse(CodeModelProbeFailed, "cannot learn the usable models: %v", err)
 		}
