@@ -478,7 +478,7 @@ func (f *Fleet) requestLocked(a *agentState, c *transport.Conn, fr transport.Fra
 		h.ID = transport.RandomRequestID()
 	}
 	w := &waiter{onAnswer: onAnswer, ch: make(chan transport.Frame, 1)}
-	if err := c.TrySend(fr); err != nil {
+	if err := trySend(c, fr); err != nil {
 		return nil, err
 	}
 	a.waiters[h.ID] = w

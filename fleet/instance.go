@@ -479,13 +479,22 @@ func (i *Instance) Prompt(ctx context.Context, text string, opts PromptOptions) 
 }
 
 // PromptAsync sends text and returns at once; the Run settles later.
-func (i *Instance) PromptAsync(_ context.Context, text string, opts PromptOptions) (*Run, error) {
-	return i.f.prompt(i.id, text, "", opts)
+// While the agent's send queue is full it waits for room as long as ctx
+// allows.
+func (i *Instance) PromptAsync(ctx context.Context, text string, opts PromptOptions) (*Run, error) {
+	return i.f.prompt(ctx, i.id, text, "", opts)
 }
 
-func (f *Fleet) prompt(id, text, taskID string, opts PromptOptions) (*Run, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *Fleet) prompt(ctx context.Context, id, text, taskID string, opts PromptOptions) (*Run, error) {
+	var r *Run
+	err := f.whileQueueFull(ctx, "prompt "+id, func() (err error) {
+		r, err = f.promptLocked(id, text, taskID, opts)
+		return err
+	})
+	return r, err
+}
+
+func (f *Fleet) promptLocked(id, text, taskID string, opts PromptOptions) (*Run, error) {
 	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
 	if err != nil {
 		return nil, err
@@ -500,7 +509,7 @@ func (f *Fleet) prompt(id, text, taskID string, opts PromptOptions) (*Run, error
 	}
 	cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: text})
 	fr := &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: cmd, TaskID: taskID}
-	if err := c.TrySend(fr); err != nil {
+	if err := trySend(c, fr); err != nil {
 		return nil, err
 	}
 	r := &Run{done: make(chan struct{})}
@@ -519,51 +528,54 @@ func (f *Fleet) prompt(id, text, taskID string, opts PromptOptions) (*Run, error
 }
 
 // Steer queues a message delivered after the worker's current turn. It
-// fires nothing.
-func (i *Instance) Steer(_ context.Context, text string) error {
-	return i.f.sendCommand(i.id, pirpc.Steer{Message: text})
+// fires nothing. While the agent's send queue is full it waits for room
+// as long as ctx allows.
+func (i *Instance) Steer(ctx context.Context, text string) error {
+	return i.f.sendCommand(ctx, i.id, "steer", pirpc.Steer{Message: text})
 }
 
-// FollowUp queues a message delivered when the worker would stop.
-func (i *Instance) FollowUp(_ context.Context, text string) error {
-	return i.f.sendCommand(i.id, pirpc.FollowUp{Message: text})
+// FollowUp queues a message delivered when the worker would stop. While
+// the agent's send queue is full it waits for room as long as ctx allows.
+func (i *Instance) FollowUp(ctx context.Context, text string) error {
+	return i.f.sendCommand(ctx, i.id, "follow_up", pirpc.FollowUp{Message: text})
 }
 
-func (f *Fleet) sendCommand(id string, cmd pirpc.Command) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
-	if err != nil {
-		return err
-	}
+func (f *Fleet) sendCommand(ctx context.Context, id, what string, cmd pirpc.Command) error {
 	raw, err := pirpc.EncodeCommand("", cmd)
 	if err != nil {
 		return err
 	}
-	return c.TrySend(&transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: raw})
+	return f.whileQueueFull(ctx, what+" "+id, func() error {
+		inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
+		if err != nil {
+			return err
+		}
+		return trySend(c, &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: raw})
+	})
 }
 
 // Abort stops the worker's current run (running → aborting → idle once it
 // settled). A tracked task in flight is marked aborted first, so its
-// task_done starts no review.
-func (i *Instance) Abort(_ context.Context) error {
+// task_done starts no review. While the agent's send queue is full it
+// waits for room as long as ctx allows.
+func (i *Instance) Abort(ctx context.Context) error {
 	f := i.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	inst, _, c, err := f.lookupLocked(i.id, trust.OpSteer)
-	if err != nil {
-		return err
-	}
-	if !inst.m.Can(EventAbortRequested) {
-		return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "abort"}
-	}
-	if err := f.sendAbortLocked(inst, c); err != nil {
-		return err
-	}
-	f.endTaskLocked(inst, TaskEventAborted)
-	f.fireLocked(inst, EventAbortRequested, nil)
-	f.armAbortDeadlineLocked(inst)
-	return nil
+	return f.whileQueueFull(ctx, "abort "+i.id, func() error {
+		inst, _, c, err := f.lookupLocked(i.id, trust.OpSteer)
+		if err != nil {
+			return err
+		}
+		if !inst.m.Can(EventAbortRequested) {
+			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "abort"}
+		}
+		if err := f.sendAbortLocked(inst, c); err != nil {
+			return err
+		}
+		f.endTaskLocked(inst, TaskEventAborted)
+		f.fireLocked(inst, EventAbortRequested, nil)
+		f.armAbortDeadlineLocked(inst)
+		return nil
+	})
 }
 
 // armAbortDeadlineLocked gives this abort Config.AbortTimeout to settle:
@@ -586,31 +598,40 @@ func (f *Fleet) armAbortDeadlineLocked(inst *instance) {
 
 func (f *Fleet) sendAbortLocked(inst *instance, c *transport.Conn) error {
 	raw, _ := pirpc.EncodeCommand("", pirpc.Abort{})
-	return c.TrySend(&transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: inst.id, Command: raw})
+	return trySend(c, &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: inst.id, Command: raw})
 }
 
 // Stop stops the worker (graceful: abort, close stdin; forced after the
 // agent's grace period) and waits for the agent's stopped answer.
 func (i *Instance) Stop(ctx context.Context) error {
 	f := i.f
-	f.mu.Lock()
-	inst, a, c, err := f.lookupLocked(i.id, trust.OpSpawn)
+	var (
+		inst *instance
+		w    *waiter
+	)
+	err := f.whileQueueFull(ctx, "stop "+i.id, func() error {
+		var (
+			a   *agentState
+			c   *transport.Conn
+			err error
+		)
+		inst, a, c, err = f.lookupLocked(i.id, trust.OpSpawn)
+		if err != nil {
+			return err
+		}
+		if !inst.m.Can(EventStopRequested) {
+			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "stop"}
+		}
+		if w, err = f.sendStopLocked(inst, a, c); err != nil {
+			return err
+		}
+		f.endTaskLocked(inst, TaskEventStopped)
+		f.fireLocked(inst, EventStopRequested, nil)
+		return nil
+	})
 	if err != nil {
-		f.mu.Unlock()
 		return err
 	}
-	if !inst.m.Can(EventStopRequested) {
-		f.mu.Unlock()
-		return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "stop"}
-	}
-	w, err := f.sendStopLocked(inst, a, c)
-	if err != nil {
-		f.mu.Unlock()
-		return err
-	}
-	f.endTaskLocked(inst, TaskEventStopped)
-	f.fireLocked(inst, EventStopRequested, nil)
-	f.mu.Unlock()
 	return f.awaitEnd(ctx, inst, w)
 }
 
@@ -683,34 +704,44 @@ func (f *Fleet) rpc(ctx context.Context, id string, fields map[string]any, op tr
 // rpcWithin is rpc with its own deadline, for commands that take long
 // (compact asks the model for a summary).
 func (f *Fleet) rpcWithin(ctx context.Context, id string, fields map[string]any, op trust.Operation, timeout time.Duration) (*pirpc.Response, error) {
-	f.mu.Lock()
-	inst, a, c, err := f.lookupLocked(id, op)
-	if err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	rid := "rpc-" + f.hex(10)
-	ch := make(chan rpcResult, 1)
-	// The frame carries the same id as the command: pi's response comes
-	// back as an event with it, and an agent that refuses the frame
-	// (model_pinned, unknown_instance, …) echoes it on its error.
-	fr := &transport.RPCFrame{Header: transport.Header{ID: rid, TraceID: inst.rec.TraceID}, InstanceID: id, Command: rawCommand(rid, fields)}
-	if err := c.TrySend(fr); err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	inst.rpcWait[rid] = ch
-	a.waiters[rid] = &waiter{ch: make(chan transport.Frame, 1), onAnswer: func(ans transport.Frame) {
-		if e, ok := ans.(*transport.ErrorFrame); ok {
-			if w, ok := inst.rpcWait[rid]; ok {
-				delete(inst.rpcWait, rid)
-				w <- rpcResult{err: agentRefusal(e)}
-			}
-		}
-	}}
-	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var (
+		inst *instance
+		a    *agentState
+	)
+	rid := "rpc-" + f.hex(10)
+	ch := make(chan rpcResult, 1)
+	err := f.whileQueueFull(ctx, "rpc to "+id, func() error {
+		var (
+			c   *transport.Conn
+			err error
+		)
+		inst, a, c, err = f.lookupLocked(id, op)
+		if err != nil {
+			return err
+		}
+		// The frame carries the same id as the command: pi's response comes
+		// back as an event with it, and an agent that refuses the frame
+		// (model_pinned, unknown_instance, …) echoes it on its error.
+		fr := &transport.RPCFrame{Header: transport.Header{ID: rid, TraceID: inst.rec.TraceID}, InstanceID: id, Command: rawCommand(rid, fields)}
+		if err := trySend(c, fr); err != nil {
+			return err
+		}
+		inst.rpcWait[rid] = ch
+		a.waiters[rid] = &waiter{ch: make(chan transport.Frame, 1), onAnswer: func(ans transport.Frame) {
+			if e, ok := ans.(*transport.ErrorFrame); ok {
+				if w, ok := inst.rpcWait[rid]; ok {
+					delete(inst.rpcWait, rid)
+					w <- rpcResult{err: agentRefusal(e)}
+				}
+			}
+		}}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		f.mu.Lock()
 		delete(inst.rpcWait, rid)
@@ -868,40 +899,40 @@ func (f *Fleet) request(ctx context.Context, id string, op trust.Operation, need
 // by its request id among all instances. A dialog pi already answered
 // itself (its own timeout passed) is refused with ErrUIRequestExpired.
 func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, value any) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if instanceID == "" {
-		for id, inst := range f.instances {
-			if inst.ui[requestID] != nil {
-				instanceID = id
-				break
+	return f.whileQueueFull(ctx, "answer dialog "+requestID, func() error {
+		if instanceID == "" {
+			for id, inst := range f.instances {
+				if inst.ui[requestID] != nil {
+					instanceID = id
+					break
+				}
+			}
+			if instanceID == "" {
+				return fmt.Errorf("%w: %s", ErrUnknownUIRequest, requestID)
 			}
 		}
-		if instanceID == "" {
-			return fmt.Errorf("%w: %s", ErrUnknownUIRequest, requestID)
+		inst, _, c, err := f.lookupLocked(instanceID, trust.OpSteer)
+		if err != nil {
+			return err
 		}
-	}
-	inst, _, c, err := f.lookupLocked(instanceID, trust.OpSteer)
-	if err != nil {
-		return err
-	}
-	u := inst.ui[requestID]
-	if u == nil {
-		return fmt.Errorf("%w: %s of %s", ErrUnknownUIRequest, requestID, instanceID)
-	}
-	if u.expired(f.cfg.Now()) {
+		u := inst.ui[requestID]
+		if u == nil {
+			return fmt.Errorf("%w: %s of %s", ErrUnknownUIRequest, requestID, instanceID)
+		}
+		if u.expired(f.cfg.Now()) {
+			delete(inst.ui, requestID)
+			return fmt.Errorf("%w: %s of %s: pi answered it itself when its timeout passed at %s", ErrUIRequestExpired,
+				requestID, instanceID, u.Deadline.Format(time.TimeOnly))
+		}
+		raw, err := json.Marshal(value)
+		if err != nil {
+			return err
+		}
+		if err := trySend(c, &transport.UIResponseFrame{Header: transport.Header{TraceID: inst.rec.TraceID},
+			InstanceID: instanceID, RequestID: requestID, Value: raw}); err != nil {
+			return err
+		}
 		delete(inst.ui, requestID)
-		return fmt.Errorf("%w: %s of %s: pi answered it itself when its timeout passed at %s", ErrUIRequestExpired,
-			requestID, instanceID, u.Deadline.Format(time.TimeOnly))
-	}
-	raw, err := json.Marshal(value)
-	if err != nil {
-		return err
-	}
-	if err := c.TrySend(&transport.UIResponseFrame{Header: transport.Header{TraceID: inst.rec.TraceID},
-		InstanceID: instanceID, RequestID: requestID, Value: raw}); err != nil {
-		return err
-	}
-	delete(inst.ui, requestID)
-	return nil
+		return nil
+	})
 }

@@ -233,7 +233,7 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 	f.persistTaskLocked(t)
 	f.tasks[id] = t
 	f.mu.Unlock()
-	if _, err := f.prompt(i.id, text, id, opts); err != nil {
+	if _, err := f.prompt(ctx, i.id, text, id, opts); err != nil {
 		f.mu.Lock()
 		delete(f.tasks, id)
 		_, _ = f.store.DeleteTask(id)
@@ -283,14 +283,19 @@ func (t *Task) StartReview(context.Context) error {
 // and Accept waits for the agent's stopped answer.
 func (t *Task) Accept(ctx context.Context, disposition transport.Disposition) error {
 	f := t.f
-	f.mu.Lock()
-	tk, inst, a, c, err := f.reviewLocked(t.id, "accept", StateVerifying)
-	if err != nil {
-		f.mu.Unlock()
+	var (
+		inst *instance
+		w    *waiter
+	)
+	err := f.whileQueueFull(ctx, "accept "+t.id, func() error {
+		tk, in, a, c, err := f.reviewLocked(t.id, "accept", StateVerifying)
+		if err != nil {
+			return err
+		}
+		inst = in
+		w, err = f.acceptLocked(tk, inst, a, c, disposition, "application")
 		return err
-	}
-	w, err := f.acceptLocked(tk, inst, a, c, disposition, "application")
-	f.mu.Unlock()
+	})
 	if err != nil || w == nil {
 		return err
 	}
@@ -304,7 +309,6 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 	if disposition != transport.DispositionStop && disposition != transport.DispositionKeepIdle {
 		return nil, fmt.Errorf("fleet: accept: disposition %q is neither stop nor keep_idle", disposition)
 	}
-	tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
 	accept := &transport.TaskAcceptFrame{Header: transport.Header{TraceID: tk.rec.TraceID},
 		TaskID: tk.rec.TaskID, Disposition: disposition, Deliver: transport.DeliverNone}
 	if disposition == transport.DispositionKeepIdle {
@@ -313,10 +317,11 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 		// pifleet agent answers keep_idle with an instances frame, which
 		// needs no handling.
 		if a.pifleet {
-			if err := c.TrySend(accept); err != nil {
+			if err := trySend(c, accept); err != nil {
 				return nil, err
 			}
 		}
+		tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
 		f.fireLocked(inst, EventTaskAccepted, nil)
 		f.fireTaskLocked(tk, TaskEventAccepted)
 		inst.openTask = ""
@@ -336,6 +341,7 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 	if err != nil {
 		return nil, err
 	}
+	tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
 	f.fireLocked(inst, EventTaskAccepted, nil)
 	f.fireTaskLocked(tk, TaskEventAccepted)
 	inst.openTask = ""
@@ -348,27 +354,39 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 // gets as a new prompt in the same session; the instance runs again. The
 // rejection after review.maxRejects escalates instead (escalated: a human
 // decides with Decide); it reports escalated true then.
-func (t *Task) Reject(_ context.Context, feedback string) (escalated bool, err error) {
+func (t *Task) Reject(ctx context.Context, feedback string) (escalated bool, err error) {
 	f := t.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	tk, inst, a, c, err := f.reviewLocked(t.id, "reject", StateVerifying)
-	if err != nil {
-		return false, err
-	}
-	ev := RejectionEvent(tk.rec.Rejects, tk.rec.MaxRejects)
-	tk.rec.Rejects++
-	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: feedback, By: "application"})
-	if ev == EventMaxRejectsExceeded {
-		f.fireLocked(inst, EventMaxRejectsExceeded, nil)
-		f.fireTaskLocked(tk, TaskEventMaxRejectsExceeded)
-		f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: tk.rec.TaskID,
-			Message: fmt.Sprintf("rejected %d times (maxRejects %d): a human decides", tk.rec.Rejects, tk.rec.MaxRejects)})
-		return true, nil
-	}
-	f.fireLocked(inst, EventTaskRejected, nil)
-	f.fireTaskLocked(tk, TaskEventRejected)
-	return false, f.deliverFeedbackLocked(tk, inst, a, c)
+	err = f.whileQueueFull(ctx, "reject "+t.id, func() error {
+		tk, inst, a, c, err := f.reviewLocked(t.id, "reject", StateVerifying)
+		if err != nil {
+			return err
+		}
+		ev := RejectionEvent(tk.rec.Rejects, tk.rec.MaxRejects)
+		fb := serverstore.Feedback{At: f.cfg.Now(), Text: feedback, By: "application"}
+		if ev == EventMaxRejectsExceeded {
+			tk.rec.Rejects++
+			tk.rec.Feedback = append(tk.rec.Feedback, fb)
+			f.fireLocked(inst, EventMaxRejectsExceeded, nil)
+			f.fireTaskLocked(tk, TaskEventMaxRejectsExceeded)
+			f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: tk.rec.TaskID,
+				Message: fmt.Sprintf("rejected %d times (maxRejects %d): a human decides", tk.rec.Rejects, tk.rec.MaxRejects)})
+			escalated = true
+			return nil
+		}
+		// Queued before anything changes: on a full queue the rejection
+		// is made again once there is room, or not at all.
+		if err := trySend(c, feedbackFrame(tk, inst, a, feedback)); err != nil {
+			return err
+		}
+		tk.rec.Rejects++
+		fb.Delivered = true
+		tk.rec.Feedback = append(tk.rec.Feedback, fb)
+		f.fireLocked(inst, EventTaskRejected, nil)
+		f.fireTaskLocked(tk, TaskEventRejected)
+		f.feedbackDeliveredLocked(tk, inst)
+		return nil
+	})
+	return escalated, err
 }
 
 // deliverFeedbackLocked sends the latest undelivered feedback of tk:
@@ -380,22 +398,31 @@ func (f *Fleet) deliverFeedbackLocked(tk *task, inst *instance, a *agentState, c
 	if n == 0 || tk.rec.Feedback[n-1].Delivered {
 		return nil
 	}
-	text := tk.rec.Feedback[n-1].Text
-	var fr transport.Frame
-	if a.pifleet {
-		fr = &transport.TaskRejectFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, TaskID: tk.rec.TaskID, Feedback: text}
-	} else {
-		cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: "Revision requested: " + text})
-		fr = &transport.RPCFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, InstanceID: inst.id, Command: cmd, TaskID: tk.rec.TaskID}
-	}
-	if err := c.TrySend(fr); err != nil {
+	if err := trySend(c, feedbackFrame(tk, inst, a, tk.rec.Feedback[n-1].Text)); err != nil {
 		return err // stays revising; sent again after a reconnect
 	}
 	tk.rec.Feedback[n-1].Delivered = true
+	f.feedbackDeliveredLocked(tk, inst)
+	return nil
+}
+
+// feedbackFrame carries a rejection's feedback to the worker:
+// task_reject to a pifleet agent, a tracked prompt "Revision requested:
+// …" with the same task id to a TypeScript agent.
+func feedbackFrame(tk *task, inst *instance, a *agentState, text string) transport.Frame {
+	if a.pifleet {
+		return &transport.TaskRejectFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, TaskID: tk.rec.TaskID, Feedback: text}
+	}
+	cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: "Revision requested: " + text})
+	return &transport.RPCFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, InstanceID: inst.id, Command: cmd, TaskID: tk.rec.TaskID}
+}
+
+// feedbackDeliveredLocked moves a revising instance back to running once
+// its feedback is queued (feedbackDelivered) and stores the task.
+func (f *Fleet) feedbackDeliveredLocked(tk *task, inst *instance) {
 	inst.tally = pirpc.Tally{}
 	f.fireLocked(inst, EventFeedbackDelivered, nil)
 	f.fireTaskLocked(tk, TaskEventFeedbackDelivered)
-	return nil
 }
 
 // Verdict is a human's decision on an escalated task.

@@ -195,6 +195,13 @@ type Conn struct {
 	mu      sync.Mutex
 	pending map[string]chan Frame // by request id
 
+	// roomMu guards room and roomWaiters: AwaitRoom waits on room, which
+	// the writer closes (and replaces) after it took frames off the queue
+	// while someone waits.
+	roomMu      sync.Mutex
+	room        chan struct{}
+	roomWaiters int
+
 	handler     atomic.Pointer[func(Frame)]
 	dispatching atomic.Bool // a handler was set: the dispatcher runs
 }
@@ -215,6 +222,7 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		inbox:   make(chan Frame, opts.InboxSize),
 		done:    make(chan struct{}),
 		pending: make(map[string]chan Frame),
+		room:    make(chan struct{}),
 	}
 	go c.readLoop()
 	go c.writeLoop()
@@ -379,6 +387,54 @@ func (c *Conn) unreserve(n int) {
 	case c.drained <- struct{}{}:
 	default:
 	}
+}
+
+// AwaitRoom waits until the send queue has room for a frame, the
+// connection closes (it returns the connection's *ClosedError) or ctx
+// ends (it returns ctx.Err()). The room is not reserved: another sender
+// can take it first. It is for callers that must not block while they
+// hold a lock: TrySend under the lock and, on ErrSendQueueFull, AwaitRoom
+// without it, then try again.
+func (c *Conn) AwaitRoom(ctx context.Context) error {
+	c.roomMu.Lock()
+	c.roomWaiters++
+	c.roomMu.Unlock()
+	defer func() {
+		c.roomMu.Lock()
+		c.roomWaiters--
+		c.roomMu.Unlock()
+	}()
+	for {
+		c.roomMu.Lock()
+		room := c.room
+		c.roomMu.Unlock()
+		// Checked after taking room: a frame taken off the queue from now
+		// on closes it.
+		if err := c.Err(); err != nil {
+			return err
+		}
+		if len(c.sendq) < cap(c.sendq) {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// madeRoom wakes the AwaitRoom callers after the writer took frames off
+// the queue.
+func (c *Conn) madeRoom() {
+	c.roomMu.Lock()
+	if c.roomWaiters > 0 {
+		close(c.room)
+		c.room = make(chan struct{})
+	}
+	c.roomMu.Unlock()
 }
 
 // Request sends f and waits for the frame that carries the same id. When f
@@ -642,6 +698,7 @@ func (c *Conn) writeLoop() {
 					break more
 				}
 			}
+			c.madeRoom()
 			if !c.write(batch) {
 				return
 			}

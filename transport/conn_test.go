@@ -561,6 +561,66 @@ func TestConnSendQueueIsBounded(t *testing.T) {
 	})
 }
 
+// AwaitRoom returns at once while the queue has room, waits while it is
+// full until the writer takes frames off it, and gives up with the
+// context's error or the connection's close.
+func TestConnAwaitRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := net.Pipe() // unbuffered: a write blocks until the peer reads
+		defer b.Close()
+		c := NewConn(a, Options{SendQueue: 2, ExpiryTimeout: time.Hour, StallTimeout: time.Hour})
+		defer c.Close()
+		ev := &EventFrame{InstanceID: "i", Event: json.RawMessage(`{}`)}
+		if err := c.AwaitRoom(t.Context()); err != nil {
+			t.Fatalf("AwaitRoom on an empty queue: %v", err)
+		}
+		for c.TrySend(ev) == nil { // fill it (one frame in the writer's hands)
+			synctest.Wait()
+		}
+
+		cancelled, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := c.AwaitRoom(cancelled); !errors.Is(err, context.Canceled) {
+			t.Fatalf("AwaitRoom on a full queue, context cancelled: %v, want context.Canceled", err)
+		}
+
+		waited := make(chan error, 1)
+		go func() { waited <- c.AwaitRoom(t.Context()) }()
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			t.Fatalf("AwaitRoom returned %v while the queue is full", err)
+		default:
+		}
+		d := NewDecoder(b)
+		if _, err := d.Decode(); err != nil { // the writer's frame is read: it takes the queue
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatalf("AwaitRoom after the queue drained: %v", err)
+			}
+		default:
+			t.Fatal("AwaitRoom still waits after the writer emptied the queue")
+		}
+		if err := c.TrySend(ev); err != nil {
+			t.Fatalf("TrySend after AwaitRoom: %v", err)
+		}
+
+		for c.TrySend(ev) == nil { // full again (the writer is blocked on the peer)
+			synctest.Wait()
+		}
+		go func() { waited <- c.AwaitRoom(t.Context()) }()
+		synctest.Wait()
+		c.Close()
+		if err := <-waited; !errors.Is(err, ErrClosed) {
+			t.Fatalf("AwaitRoom when the connection closes: %v, want ErrClosed", err)
+		}
+	})
+}
+
 // Heartbeats never wait behind a full queue: with the queue full and the
 // peer reading slowly, heartbeats still go out.
 func TestConnHeartbeatsDoNotQueueBehindAFullQueue(t *testing.T) {
