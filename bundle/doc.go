@@ -1,7 +1,6 @@
 // Package bundle describes what a pi worker is provisioned with: a bundle,
 // a directory of files (extensions, skills, prompts …) plus metadata, and
-// its manifest v1, shared byte for byte with the TypeScript pi-fleet
-// (protocol reference 1.20).
+// its manifest v1, shared byte for byte with the TypeScript pi-fleet.
 //
 // A bundle's source directory holds its files and, at its root, a
 // bundle.json with the metadata (platforms, extensions, skills, prompts,

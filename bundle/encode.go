@@ -4,8 +4,8 @@ import (
 	"example.com/pifleet/internal/jsjson"
 )
 
-// MarshalJSON writes the manifest as compact JSON in the reference's key
-// order: v, the metadata keys present (platforms, extensions, skills,
+// MarshalJSON writes the manifest as compact JSON in the key order of the
+// TypeScript pi-fleet: v, the metadata keys present (platforms, extensions, skills,
 // prompts, tools, model, review, budget, ui), bundleHash, files (each
 // {path, sha256, bytes}). Properties of a parsed manifest that this
 // package does not model are not written; Raw keeps them.

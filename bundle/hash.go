@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// Hash returns the bundleHash of a list of files (reference 1.20): the
+// Hash returns the bundleHash of a list of files: the
 // files sorted by path in UTF-16 code-unit order (JavaScript's string
 // order), then SHA-256 over "<path>\n<sha256>\n" for each, as 64 lowercase
 // hex digits. Only paths and content hashes count: not sizes, not the name,

@@ -92,7 +92,7 @@ type Metadata struct {
 	UI         *UI
 }
 
-// Manifest describes one version of a bundle (manifest v1, reference 1.20).
+// Manifest describes one version of a bundle.
 // A Manifest is a value: once built or parsed it is not modified.
 type Manifest struct {
 	// Name is the bundle's name.
@@ -164,7 +164,7 @@ type Resources struct {
 }
 
 // Resources resolves the manifest's resources under dir. A resource path
-// that is not safe is an error (reference 1.20: "checked when used").
+// that is not safe is an error.
 func (m *Manifest) Resources(dir string) (Resources, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {

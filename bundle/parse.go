@@ -14,7 +14,7 @@ import (
 // 500,000 files).
 const MaxManifestBytes = 64 << 20
 
-// ParseManifest reads and validates a manifest (reference 1.20). It
+// ParseManifest reads and validates a manifest. It
 // returns
 //
 //   - a *ManifestError (errors.Is CodeInvalidManifest) listing every
@@ -22,7 +22,7 @@ const MaxManifestBytes = 64 << 20
 //   - an *UnsafePathsError (errors.Is CodeUnsafePath) listing every file
 //     path that breaks the path-safety rules, case collisions included.
 //
-// Beyond the reference's schema, it also refuses what would make a
+// Beyond the TypeScript pi-fleet's schema, it also refuses what would make a
 // content-addressed cache lie: a bundleHash that does not match the files,
 // a path listed twice, and a size that is not a whole number of bytes.
 // Properties the schema does not know are allowed and kept in Raw.

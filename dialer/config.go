@@ -48,7 +48,7 @@ type Config struct {
 	ScanSpread time.Duration
 }
 
-// DefaultConfig returns the seed's defaults (1 s to 5 min, factor 1.5,
+// DefaultConfig returns OpenZiti's defaults (1 s to 5 min, factor 1.5,
 // fast-failure window 5 s, dial delay 30 s) and OpenZiti's pool of 10
 // dials with a queue of 32, an hourly scan and a 50 ms spread.
 func DefaultConfig() Config {
@@ -122,7 +122,7 @@ func (c Config) Validate() error {
 }
 
 // NextRetryDelay returns the retry delay after one more failure, given the
-// delay before it (zero for a target with no backoff yet). It is the seed's
+// delay before it (zero for a target with no backoff yet). It is OpenZiti's
 // recurrence:
 //
 //	factor = RetryBackoffFactor + U[-0.5, 0.5), raised to 1 if below

@@ -1,6 +1,6 @@
 // Package dialer keeps a set of targets connected by dialling them, the way
-// OpenZiti's controller keeps its routers connected (the CtrlDialer, seed
-// docs/seeds/ctrl-dialer-state-machine.md). pifleet's server uses it to keep
+// OpenZiti's controller keeps its routers connected (its CtrlDialer).
+// pifleet's server uses it to keep
 // its agents connected; nothing in it knows about agents.
 //
 // # Model
@@ -27,7 +27,7 @@
 //
 // # Backoff
 //
-// The retry delay follows the seed's recurrence (Config.NextRetryDelay):
+// The retry delay follows OpenZiti's recurrence (Config.NextRetryDelay):
 // the previous delay times a factor drawn from [F-0.5, F+0.5) and raised to
 // 1, clamped to [MinRetryInterval, MaxRetryInterval]. The first failure
 // yields MinRetryInterval and delays never decrease. The project's backoff
@@ -39,7 +39,7 @@
 //
 // # Fixed upstream weaknesses
 //
-// The upstream dialer (notes §1.13) had a handful of bugs; each fix here has
+// The upstream dialer had a handful of bugs; each fix here has
 // a regression test named TestFix…:
 //
 //   - the loop sleeps until the next record is due instead of polling every

@@ -2,13 +2,12 @@ package dialer
 
 import "example.com/pifleet/internal/fsmkit"
 
-// State is where one target stands in the dial machine of the seed
-// ctrl-dialer-state-machine.md. NeedsDial, Dialing and Connected are the
-// seed's names. The seed writes the other two as "(none)" and "(removed)",
-// which are not identifiers a Mermaid diagram accepts; they are None and
-// Removed here:
+// State is where one target stands in the dial machine. NeedsDial,
+// Dialing and Connected are OpenZiti's names; OpenZiti writes the other two
+// as "(none)" and "(removed)", which are not identifiers a Mermaid diagram
+// accepts; they are None and Removed here:
 //
-//	seed        table
+//	OpenZiti    table
 //	(none)      None       no record: a fresh record starts here and leaves at once
 //	NeedsDial   NeedsDial  waiting on the retry heap for its next dial
 //	Dialing     Dialing    handed to the pool (queued or dialling)
@@ -20,12 +19,12 @@ import "example.com/pifleet/internal/fsmkit"
 // gives it a new record, which starts in None.
 type State string
 
-// Event moves a target between States. When one trigger of the seed has
+// Event moves a target between States. When one trigger has
 // several outcomes, each outcome is its own event (lostFast and lostNormal,
 // dialFailed and poolFull), so the diagram shows every edge.
 type Event string
 
-// The states of the seed.
+// The states of a target.
 const (
 	StateNone      State = "None"
 	StateNeedsDial State = "NeedsDial"
@@ -34,7 +33,7 @@ const (
 	StateRemoved   State = "Removed"
 )
 
-// The events of the seed. Each names the trigger, and the comment the
+// The events of a target. Each names the trigger, and the comment the
 // action the driver takes once the transition succeeded.
 const (
 	// EventScanned: a scan found an untracked target that is eligible, has
@@ -45,8 +44,8 @@ const (
 	// dial. Due at once.
 	EventUpdated Event = "updated"
 	// EventDisconnected: Dialer.Disconnected for an untracked target that
-	// needs a dial (the seed's "connection lost while not Connected":
-	// backoff reset). Due at once.
+	// needs a dial (a connection lost while not Connected: backoff
+	// reset). Due at once.
 	EventDisconnected Event = "disconnected"
 	// EventDispatched: the target fell due and the pool took the dial
 	// (running or queued). The address is fixed at this moment.
@@ -86,7 +85,7 @@ const (
 // Table is the dial machine of one target, as a table. examples/fsmdiagrams
 // renders it under the name "dialer".
 //
-// Two deliberate departures from the seed's prose, both regression-tested:
+// Two deliberate departures from OpenZiti's design, both regression-tested:
 // a disconnect reported for a target in NeedsDial or Dialing is stale (it
 // is a duplicate of a loss already handled, and resetting there would undo
 // a fast-failure backoff), and a connection reported for a target already

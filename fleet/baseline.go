@@ -20,7 +20,7 @@ const DefaultPrimingPrompt = "Explore this repository before any task arrives: i
 	"tested, its conventions, and anything a new engineer must know to change it safely. Do not modify " +
 	"any file. End with a concise summary of what you learned."
 
-// Default baseline timeouts (the reference's remote_baseline figures).
+// Default baseline timeouts (the TypeScript pi-fleet's remote_baseline figures).
 const (
 	DefaultBaselineSettleTimeout  = 900 * time.Second
 	DefaultBaselineCompactTimeout = 300 * time.Second

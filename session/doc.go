@@ -36,10 +36,10 @@
 //   - Lister: every session under a root as wire SessionInfo, newest first,
 //     cached by path, modification time and size; Paginate splits a listing
 //     into pages for a paged sessions_report.
-//   - Search: case-insensitive search of the raw files (protocol §1.18).
+//   - Search: case-insensitive search of the raw files.
 //   - Watcher: the created, changed and removed files, by polling, for
 //     incremental sessions_reports.
 //   - Projection and RegistryTable: the server's registry of every agent's
-//     sessions and its reconciliation machine (seed state-flow §9).
-//   - BaselineName, TaskName, ParseName, KindOf: the naming of seed §8.
+//     sessions and its reconciliation machine.
+//   - BaselineName, TaskName, ParseName, KindOf: how sessions are named.
 package session

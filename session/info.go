@@ -11,7 +11,7 @@ import (
 // Kind classifies a session by its name.
 type Kind string
 
-// The kinds of protocol §1.4.
+// The kinds of session.
 const (
 	KindBaseline Kind = "baseline" // named "baseline:<repo>": a primed, pinned starting point
 	KindTask     Kind = "task"     // named "task:<taskId>:<slug>": a clone working on one task
@@ -54,7 +54,7 @@ var _ json.Unmarshaler = (*Millis)(nil)
 // TypeScript agent does.
 const UnknownCwd = "(unknown)"
 
-// SessionInfo is protocol §1.4's SessionInfo, the element of a
+// SessionInfo is the protocol's SessionInfo, the element of a
 // sessions_report. An agent fills SessionID, Path, Name, Cwd, Kind, Pinned,
 // ParentSession and UpdatedAt; the other fields belong to the server (see
 // Record). Pinned is always encoded, false included, as the TypeScript

@@ -16,7 +16,7 @@ import (
 // byte for byte as pi wrote it (the header is not part of it). It grows
 // only by Append, which refuses an entry id it already holds, so a catch-up
 // that asks for "the entries after the last one I have" can neither
-// duplicate nor skip one (AC-3.5.7).
+// duplicate nor skip one.
 //
 // The mirror's own file is its cursor: LastEntryID is the id of its last
 // complete line, so there is no second record that a crash could leave

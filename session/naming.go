@@ -6,7 +6,7 @@ import (
 	"unicode"
 )
 
-// Name prefixes (seed §8). The kind of a session follows from its name.
+// Name prefixes. The kind of a session follows from its name.
 const (
 	BaselinePrefix = "baseline:"
 	TaskPrefix     = "task:"

@@ -91,7 +91,7 @@ type Changes struct {
 }
 
 // Projection is the server's registry of the sessions of every agent, kept
-// equal to what the agents report (seed §9): a full report replaces a
+// equal to what the agents report: a full report replaces a
 // machine's sessions exactly (no ghosts, none missing) while keeping the
 // server's own fields of every session that still exists; incremental
 // reports add, update and remove; a lost connection marks the machine's

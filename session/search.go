@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// Search defaults (protocol §1.18).
+// Search defaults.
 const (
 	DefaultMaxHits       = 30
 	DefaultMaxFileBytes  = 20 << 20
@@ -73,7 +73,7 @@ type SearchResult struct {
 // Search looks for query, case-insensitively, in the raw text (the JSONL as
 // written) of each session file, in the order given, and returns a hit for
 // each of the first MaxHits files that hold it, with a snippet around the
-// first match (protocol §1.18). Matching folds case rune by rune (Unicode
+// first match. Matching folds case rune by rune (Unicode
 // simple folding); snippets count runes, not UTF-16 units as the TypeScript
 // agent does, and collapse every whitespace run to one space. Files are
 // streamed in chunks, several at once, and the search stops as soon as the

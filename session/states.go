@@ -3,13 +3,13 @@ package session
 import "example.com/pifleet/internal/fsmkit"
 
 // RegistryState is where the server's projection of one agent's sessions
-// stands (seed state-flow §9). The names are the seed's.
+// stands.
 type RegistryState string
 
 // RegistryEvent moves a machine's projection between RegistryStates.
 type RegistryEvent string
 
-// The states of seed §9.
+// The states of a projection.
 const (
 	// StateStaleProjection: the projection may differ from the agent's
 	// files (no connection, or connected but no full report yet). It is
@@ -29,15 +29,14 @@ const (
 const (
 	// EventReportReceived: the first (or only) page of a full report.
 	EventReportReceived RegistryEvent = "reportReceived"
-	// EventPageReceived: a further page of a paged full report (addition:
-	// the seed's report is one frame; a large inventory needs several).
+	// EventPageReceived: a further page of a paged full report (a large
+	// inventory needs several frames).
 	EventPageReceived RegistryEvent = "pageReceived"
 	// EventReconciled: the whole full report is applied; the projection
 	// equals the agent's listing.
 	EventReconciled RegistryEvent = "reconciled"
 	// EventReportRejected: the full report was inconsistent (duplicate
-	// paths, pages out of order) and was not applied (addition: the seed
-	// assumes every report is well formed).
+	// paths, pages out of order) and was not applied.
 	EventReportRejected RegistryEvent = "reportRejected"
 	// EventIncrementalReport: added, updated and removed sessions applied.
 	EventIncrementalReport RegistryEvent = "incrementalReport"
@@ -51,9 +50,9 @@ const (
 	EventConnectionLost RegistryEvent = "connectionLost"
 )
 
-// RegistryTable is the session registry reconciliation of seed §9, one
-// machine per agent. Additions to the seed, each for a case it leaves out:
-// pages of a paged full report; a rejected report; a connection lost while
+// RegistryTable is the session registry reconciliation, one machine per
+// agent. It covers pages of a paged full report; a rejected report; a
+// connection lost while
 // reconciling or catching up (it can end at any time); incremental reports
 // applied during a catch-up (they concern other sessions' files and keep
 // flowing).

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Defaults of Options (reference 1.24).
+// Defaults of Options.
 const (
 	DefaultHeartbeatInterval = 15 * time.Second
 	DefaultExpiryTimeout     = 45 * time.Second
@@ -26,7 +26,7 @@ const (
 	DefaultLingerTimeout     = 2 * time.Second
 )
 
-// Options configure a Conn. The zero value gives the reference's defaults.
+// Options configure a Conn. The zero value gives the protocol's defaults.
 type Options struct {
 	// HeartbeatInterval is how often a heartbeat is sent, whatever other
 	// traffic there is (default 15 s).
@@ -96,7 +96,7 @@ func (o Options) withDefaults() Options {
 }
 
 // RandomRequestID returns "r-" and 12 random hex digits, like the
-// reference's request ids.
+// TypeScript pi-fleet's request ids.
 func RandomRequestID() string {
 	var b [6]byte
 	rand.Read(b[:])
@@ -119,7 +119,7 @@ const (
 	// reading.
 	ReasonStalled CloseReason = "stalled"
 	// ReasonProtocol: the peer speaks another protocol version; it was
-	// told so with an error frame first (AC-X.6).
+	// told so with an error frame first.
 	ReasonProtocol CloseReason = "protocol_error"
 	// ReasonIO: the socket failed.
 	ReasonIO CloseReason = "io_error"

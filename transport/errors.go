@@ -11,7 +11,7 @@ import (
 // with any error this package returns for a bad record.
 type ErrorCode string
 
-// The protocol error codes (reference 1.3), in the order the checks run
+// The protocol error codes, in the order the checks run
 // (except CodeFrameTooLarge, which is checked before all others).
 const (
 	CodeInvalidJSON        ErrorCode = "invalid_json"
@@ -50,7 +50,7 @@ func (e *ProtocolError) Is(target error) bool {
 }
 
 // ErrorFrame returns the error frame that answers this record on a live
-// connection: {code, message}, no id and no frameType (reference 1.3).
+// connection: {code, message}, no id and no frameType.
 func (e *ProtocolError) ErrorFrame() *ErrorFrame {
 	return &ErrorFrame{Code: string(e.Code), Message: e.Message}
 }

@@ -53,7 +53,7 @@ type SessionMode string
 const (
 	// SessionClone starts the worker on the file and clones it at once:
 	// the worker writes a new file whose parentSession is the source, and
-	// the source's bytes never change (seed §8). The default.
+	// the source's bytes never change. The default.
 	SessionClone SessionMode = "clone"
 	// SessionAttach starts the worker on the file itself: new entries are
 	// appended to it. Refused for pinned sessions (baselines) and for a
@@ -108,7 +108,7 @@ func (f *SpawnProgressFrame) schema(s *schema) {
 }
 
 // EventsSinceFrame (S→A) asks for a worker's events after sequence number
-// Since (seed §6: a server that reconnects catches up). The agent answers
+// Since (a server that reconnects catches up). The agent answers
 // with the buffered events as ordinary event frames carrying their seq,
 // to the asking connection only, then one events_replayed.
 type EventsSinceFrame struct {
@@ -154,7 +154,7 @@ func (f *EventsReplayedFrame) schema(s *schema) {
 }
 
 // SessionEntriesFrame (S→A) asks for the entries of a session file after an
-// entry id (AC-3.5.7; pi 0.73.1 has no get_entries). The file is named by
+// entry id (pi 0.73.1 has no get_entries). The file is named by
 // a running instance (its session) or by path, which must lie under the
 // agent's sessions root.
 type SessionEntriesFrame struct {
@@ -209,7 +209,7 @@ func (f *SessionEntriesResultFrame) schema(s *schema) {
 }
 
 // RebundleFrame (S→A) switches a running worker to another bundle on the
-// same session (seed §10, AC-4.1).
+// same session.
 type RebundleFrame struct {
 	Header
 	InstanceID string
@@ -257,7 +257,7 @@ func (f *RebundledFrame) schema(s *schema) {
 	optStructField(s, "error", &f.Error)
 }
 
-// SetToolsFrame (S→A) narrows (or widens) a worker's active tools (AC-4.2):
+// SetToolsFrame (S→A) narrows (or widens) a worker's active tools:
 // the worker restarts on its session with --tools.
 type SetToolsFrame struct {
 	Header
@@ -290,7 +290,7 @@ func (f *ToolsSetFrame) schema(s *schema) {
 	s.Strings("tools", &f.Tools, required)
 }
 
-// ModelPinFrame (S→A) pins (or unpins) a worker's model (AC-4.7): while
+// ModelPinFrame (S→A) pins (or unpins) a worker's model: while
 // pinned, a set_model or cycle_model through rpc is refused, and a model
 // change seen in the worker's events is reported as model_drift with
 // refused:true.
@@ -370,7 +370,7 @@ func (f *SessionsRemovedFrame) schema(s *schema) {
 
 // TaskEscalatedFrame (A→S, unsolicited) reports that a worker's dialog of
 // an open task went unanswered and was given the safe default (cancel or
-// deny): a human should look at the task (AC-3.11).
+// deny): a human should look at the task.
 type TaskEscalatedFrame struct {
 	Header
 	TaskID     string
@@ -451,7 +451,7 @@ func (f *AuthProofFrame) schema(s *schema) { f.KeyProof.schema(s) }
 
 // RepoHeadFrame (S→A) asks for the git HEAD commit of a directory on the
 // agent's machine: recorded with a baseline, and compared with it later to
-// flag a baseline whose repository moved on (AC-3.5.6).
+// flag a baseline whose repository moved on.
 type RepoHeadFrame struct {
 	Header
 	Cwd string
@@ -487,7 +487,7 @@ func (f *RepoHeadResultFrame) schema(s *schema) {
 
 // CacheVerifyFrame (S→A) asks the agent to re-hash the bundles of its
 // bundle cache against their manifests, so that the server's doctor can
-// report a corrupt cache on a worker machine (AC-5.3).
+// report a corrupt cache on a worker machine.
 type CacheVerifyFrame struct {
 	Header
 	// Bundle names the one bundle to verify; "" verifies every bundle the

@@ -14,7 +14,7 @@ import (
 	"example.com/pifleet/internal/fsmkit"
 )
 
-// Defaults of RedialConfig (reference 1.6 and 1.15).
+// Defaults of RedialConfig.
 const (
 	DefaultConnectTimeout   = 10 * time.Second
 	DefaultHandshakeTimeout = 10 * time.Second
@@ -70,8 +70,8 @@ type Transition struct {
 	Conn *Conn
 }
 
-// Redialer keeps one connection to a peer up: the connection lifecycle of
-// seed §2 (ConnectionTable) driven by a real connection. It dials,
+// Redialer keeps one connection to a peer up: the connection lifecycle
+// (ConnectionTable) driven by a real connection. It dials,
 // authenticates, and after a loss (expiry, close, I/O error) or a failed
 // attempt redials after 1 s, 2 s, 4 s … 30 s (jpillora/backoff, factor 2,
 // no jitter), starting over at 1 s once a connection was established. A

@@ -2,15 +2,14 @@ package transport
 
 import "example.com/pifleet/internal/fsmkit"
 
-// ConnState is a state of the server ⇄ agent connection lifecycle (seed
-// state-flow §2). The names are the seed's.
+// ConnState is a state of the server ⇄ agent connection lifecycle.
 type ConnState string
 
 // ConnEvent moves a connection between ConnStates.
 type ConnEvent string
 
-// The states of seed §2, plus closed (documented addition: a connection
-// that its owner shut down on purpose, which is never retried).
+// The states of a connection. closed is a connection that its owner shut
+// down on purpose, which is never retried.
 const (
 	StateConnecting     ConnState = "connecting"
 	StateAuthenticating ConnState = "authenticating"
@@ -33,19 +32,19 @@ const (
 	EventConnectionLost ConnEvent = "connectionLost"
 	// EventRetry: the reconnect delay (1 s, 2 s, 4 s … 30 s) has passed.
 	EventRetry ConnEvent = "retry"
-	// EventDialFailed: the TCP dial itself failed (addition: the seed has no
-	// edge for a connect that never succeeds; it waits out the delay in lost).
+	// EventDialFailed: the TCP dial itself failed; the reconnect delay is
+	// waited out in lost.
 	EventDialFailed ConnEvent = "dialFailed"
 	// EventHandshakeFailed: the connection dropped or timed out before the
-	// peer was authenticated (addition, same reason).
+	// peer was authenticated; the delay is waited out in lost too.
 	EventHandshakeFailed ConnEvent = "handshakeFailed"
-	// EventClose: the owner closed the connection on purpose (addition).
+	// EventClose: the owner closed the connection on purpose.
 	EventClose ConnEvent = "close"
 )
 
-// ConnectionTable is the connection lifecycle of seed §2 as a table.
+// ConnectionTable is the connection lifecycle as a table.
 //
-// The seed's heartbeat self-loop on established is not an edge: a
+// A heartbeat is not an edge (a self-loop on established): a
 // heartbeat changes no state, it re-arms the connection's expiry, which
 // Conn does itself (Options.OnHeartbeat sees each one). No driver could
 // fire it for anything but a log line.

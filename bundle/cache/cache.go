@@ -17,8 +17,8 @@ import (
 // PointerDir holds one pointer per bundle name: <root>/by-name/<name>.json.
 const PointerDir = "by-name"
 
-// Cache is the content-addressed bundle cache of a worker machine
-// (reference 1.21): <root>/<bundleHash>/ holds a complete version of a
+// Cache is the content-addressed bundle cache of a worker machine:
+// <root>/<bundleHash>/ holds a complete version of a
 // bundle, <root>/by-name/<name>.json says which version a name last synced
 // to. A Cache is safe for concurrent use, also by several processes.
 type Cache struct {

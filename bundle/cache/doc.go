@@ -1,5 +1,5 @@
 // Package cache keeps bundles on a worker machine and syncs them from a
-// registry (protocol reference 1.21, seed state-flow §3).
+// registry.
 //
 // Layout, shared with the TypeScript worker:
 //

@@ -2,14 +2,13 @@ package cache
 
 import "example.com/pifleet/internal/fsmkit"
 
-// SyncState is a state of a bundle sync (seed state-flow §3). The names
-// are the seed's.
+// SyncState is a state of a bundle sync.
 type SyncState string
 
 // SyncEvent moves a sync between SyncStates.
 type SyncEvent string
 
-// The states of seed §3.
+// The states of a bundle sync.
 const (
 	StateFetchManifest SyncState = "fetch_manifest"
 	StateCacheCheck    SyncState = "cache_check"
@@ -36,12 +35,10 @@ const (
 	// EventRegistryDownNoCache: the same, without a cached copy.
 	EventRegistryDownNoCache SyncEvent = "registryDownNoCache"
 	// EventManifestRejected: the served manifest is invalid or lists an
-	// unsafe path (addition: the seed checks paths in validating, after
-	// the fetch; the reference checks them before anything is written,
-	// and so do we).
+	// unsafe path; paths are checked before anything is written.
 	EventManifestRejected SyncEvent = "manifestRejected"
 	// EventPinMismatch: the bundle version differs from the pinned hash,
-	// on the normal and the degraded path (addition: AC-4.4).
+	// on the normal and the degraded path.
 	EventPinMismatch SyncEvent = "pinMismatch"
 	// EventCacheHit: <cache>/<bundleHash>/ already exists.
 	EventCacheHit SyncEvent = "cacheHit"
@@ -66,12 +63,11 @@ const (
 	// EventRejected: a rejection ends the sync.
 	EventRejected SyncEvent = "rejected"
 	// EventFailed: a step failed (files could not be fetched after their
-	// retries, the cache could not be written, the sync was cancelled)
-	// (addition: the seed draws no failure edges but reject's).
+	// retries, the cache could not be written, the sync was cancelled).
 	EventFailed SyncEvent = "failed"
 )
 
-// SyncTable is the bundle sync of seed §3 as a table; the name that
+// SyncTable is the bundle sync as a table; the name that
 // examples/fsmdiagrams prints is "bundle-sync".
 var SyncTable = fsmkit.MustTable(fsmkit.Spec[SyncState, SyncEvent]{
 	Name:    "bundle-sync",

@@ -23,7 +23,7 @@ import (
 // Status is how a sync ended well.
 type Status string
 
-// The statuses of a successful sync: the final states of seed §3.
+// The statuses of a successful sync: the final states of SyncTable.
 const (
 	// StatusReady: the registry's current version is in the cache.
 	StatusReady Status = "ready"
@@ -38,7 +38,7 @@ type Backoff interface {
 	ForAttempt(attempt float64) time.Duration
 }
 
-// Defaults of SyncOptions (reference 1.24).
+// Defaults of SyncOptions.
 const (
 	DefaultConcurrency = 8
 	DefaultAttempts    = 3
@@ -101,7 +101,7 @@ type Result struct {
 }
 
 // Sync makes bundle name from reg available in the cache and returns
-// where, following the bundle-sync machine (SyncTable, seed §3):
+// where, following the bundle-sync machine (SyncTable):
 //
 //   - fetch the manifest; a registry that is unreachable or does not know
 //     the bundle leads to the cached copy (StatusDegraded) or, with none,

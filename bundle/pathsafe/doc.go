@@ -3,7 +3,7 @@
 //
 // Manifest paths are relative POSIX paths ("skills/review/SKILL.md"). A path
 // must be safe on every operating system a worker may run, so the rules
-// (protocol reference 1.22) refuse what any of them would misread:
+// refuse what any of them would misread:
 // backslashes, drive letters, characters Windows forbids, "." and ".."
 // segments, segments ending in a dot or a space, and the device names of
 // Windows (CON, NUL, COM1 …). A set of paths is also refused when two of them

@@ -9,7 +9,7 @@ import (
 )
 
 // Code names the rule a path breaks. The values are the protocol's
-// (reference 1.8) and appear on the wire.
+// and appear on the wire.
 type Code string
 
 // The rules, in the order Check applies them (the first failure wins),
@@ -100,7 +100,7 @@ func (e *SetError) Unwrap() []error {
 }
 
 // Check validates one manifest path. It returns nil or an *Error for the
-// first rule the path breaks, in the order of reference 1.22:
+// first rule the path breaks, in this order:
 //
 //  1. empty string: empty
 //  2. contains "\": backslash

@@ -1,5 +1,5 @@
 // Package rebundle switches a running worker to another bundle on the same
-// session (seed state-flow §10, AC-4.1: "/fleet-use B").
+// session ("/fleet-use B").
 //
 // The switch is the rebundle machine (Table): from running_old, sync
 // bundle B (the same bundle-sync machine a spawn uses); when B is in the

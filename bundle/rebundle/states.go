@@ -2,14 +2,13 @@ package rebundle
 
 import "example.com/pifleet/internal/fsmkit"
 
-// State is a state of a runtime rebundle (seed §10). The names are the
-// seed's.
+// State is a state of a runtime rebundle.
 type State string
 
 // Event moves a rebundle between States.
 type Event string
 
-// The states of seed §10.
+// The states of a rebundle.
 const (
 	StateRunningOld State = "running_old"
 	StateSyncing    State = "syncing"
@@ -29,13 +28,13 @@ const (
 	// EventReloaded: the worker restarted on the same session with B.
 	EventReloaded Event = "reloaded"
 	// EventReloadFailed: the restart with B failed and the worker is back
-	// on A (addition: the seed assumes a reload cannot fail).
+	// on A.
 	EventReloadFailed Event = "reloadFailed"
 	// EventKept: the failure was reported; the worker runs A as before.
 	EventKept Event = "kept"
 )
 
-// Table is the runtime rebundle of seed §10 as a table; examples/fsmdiagrams
+// Table is the runtime rebundle as a table; examples/fsmdiagrams
 // prints it as "rebundle".
 var Table = fsmkit.MustTable(fsmkit.Spec[State, Event]{
 	Name:    "rebundle",

@@ -54,7 +54,7 @@ func WithTimeout(d time.Duration) ClientOption { return func(c *clientConfig) { 
 func WithHTTPClient(hc *http.Client) ClientOption { return func(c *clientConfig) { c.http = hc } }
 
 // Open returns the client for a registry location as PI_FLEET_SERVER gives
-// it (reference 1.23): an http:// or https:// URL, a file:// URL, or a
+// it: an http:// or https:// URL, a file:// URL, or a
 // plain directory path.
 func Open(location string, opts ...ClientOption) (Client, error) {
 	switch {

@@ -12,7 +12,7 @@
 //	GET /v1/bundles/<name>/manifest                200 the manifest (compact JSON)
 //	GET /v1/bundles/<name>/file?path=P&hash=H      200 the bytes of P, if the manifest lists P with hash H
 //
-// with the reference's status codes and {"error": code} bodies. It parses
+// with the TypeScript registry's status codes and {"error": code} bodies. It parses
 // each manifest once and keeps it until the file changes on disk (a
 // republish), so a cold sync of thousands of files costs the server a map
 // lookup and a sendfile per file.

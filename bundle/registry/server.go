@@ -67,7 +67,8 @@ var (
 	errFileMissing = "file_missing"
 )
 
-// ServeHTTP answers one request, checking in the reference's order: gate,
+// ServeHTTP answers one request, checking in this order (the TypeScript
+// registry's): gate,
 // method, /healthz, route, bundle name, manifest, then the file.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.gate != nil {

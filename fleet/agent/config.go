@@ -22,7 +22,7 @@ import (
 	"example.com/pifleet/transport/trust"
 )
 
-// Defaults of Config (reference 1.24 where it has one).
+// Defaults of Config.
 const (
 	DefaultPort           = 9788
 	DefaultRebindInterval = 60 * time.Second
@@ -40,7 +40,7 @@ const (
 	// DefaultMaxConnsPerIdentity caps the connections one identity (a
 	// machine and user, as whois names them) may hold open at once.
 	DefaultMaxConnsPerIdentity = 8
-	// SummaryChars caps task_done.summary (reference 1.10).
+	// SummaryChars caps task_done.summary.
 	SummaryChars = 2000
 	// MaxAssistantBytes caps task_done.lastAssistantMessage so that a
 	// task_done always fits one frame.
@@ -75,7 +75,7 @@ const (
 // tailscale IPv4 in production). The agent calls it at start and every
 // RebindInterval; when the answer changes, it listens on the new address
 // and stops accepting on the old one, leaving connections and workers
-// alone (AC-2.1, reference 1.14).
+// alone.
 type IPProvider func(ctx context.Context) (netip.Addr, error)
 
 // Config configures an Agent. Pin, Whois and StateDir are required; the
@@ -194,7 +194,7 @@ type Config struct {
 	OutboxRetryMin, OutboxRetryMax time.Duration
 
 	// HeartbeatInterval and ExpiryTimeout tune every connection (defaults
-	// 15 s and 45 s, reference 1.6).
+	// 15 s and 45 s).
 	HeartbeatInterval, ExpiryTimeout time.Duration
 	// PeerQueueBytes is each connection's send budget: the encoded bytes
 	// of events, reports and task_done frames that may wait for a server

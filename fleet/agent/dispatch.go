@@ -13,7 +13,7 @@ import (
 	"example.com/pifleet/transport"
 )
 
-// Agent error codes (error.code). The reference's TS agent sends the first
+// Agent error codes (error.code). The TypeScript agent sends the first
 // four; the others name refusals of pifleet's additions.
 const (
 	CodeUnknownInstance    = "unknown_instance"

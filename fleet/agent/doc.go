@@ -16,12 +16,12 @@
 // closed without touching connections or workers) — never every interface
 // unless Config.Listen says so. Each connection is gated before a single
 // byte is written: whois, then only the pinned server gets through (deny
-// by default, AC-2.2a). The pinned server then receives hello (machine,
+// by default). The pinned server then receives hello (machine,
 // role agent, the module version from the build information, the Node
 // platform name, capabilities, the models pi reported when known), every
 // unacknowledged task_done in seq order, and a sessions_report of every
 // session (paged when it does not fit one frame), and its frames are
-// dispatched as protocol reference 1.7 says, with pifleet's additions
+// dispatched as the v1 protocol says, with pifleet's additions
 // (docs/protocol.md).
 //
 // With Config.Dial the agent also keeps a connection to a server's
@@ -50,8 +50,8 @@
 // # Tasks and the outbox
 //
 // An rpc with a taskId opens a task, recorded in the instance registry
-// before the command reaches the worker. The worker's settle (DESIGN
-// decision 4; the agent emits agent_settled for pi 0.73.1) or its exit
+// before the command reaches the worker. The worker's settle (the end of
+// its turn; the agent emits agent_settled for pi 0.73.1) or its exit
 // ends it: the task_done is committed to the bbolt outbox before any send,
 // sent to the submitting connection (else to all), re-sent with backoff
 // while unacknowledged, replayed on every new connection, and removed only

@@ -9,7 +9,7 @@ import (
 	"example.com/pifleet/transport"
 )
 
-// Exec error codes (reference 1.8).
+// Exec error codes.
 const (
 	CodeExecFailed  = "exec_failed"
 	CodeUnknownExec = "unknown_exec"

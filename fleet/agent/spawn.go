@@ -22,9 +22,9 @@ import (
 	"example.com/pifleet/transport"
 )
 
-// spawn_error codes. The reference's TS agent knows only max_workers and
-// spawn_failed; the others are the refusals DESIGN decision 3 and the
-// acceptance criteria ask for, all sent before any worker process starts.
+// spawn_error codes. The TypeScript agent knows only max_workers and
+// spawn_failed; the others are pifleet's refusals of a spawn it cannot
+// honour safely, all sent before any worker process starts.
 const (
 	CodeMaxWorkers         = "max_workers"
 	CodeSpawnFailed        = "spawn_failed"

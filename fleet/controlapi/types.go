@@ -26,7 +26,7 @@ type Agent struct {
 	Addresses []string `json:"addresses,omitempty"`
 	// Source is static, tailnet, inbound or restored.
 	Source string `json:"source,omitempty"`
-	// State is the connection machine's state (seed §2), e.g. connected,
+	// State is the connection machine's state, e.g. connected,
 	// unreachable.
 	State    string `json:"state"`
 	Machine  string `json:"machine,omitempty"`

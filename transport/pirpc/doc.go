@@ -33,7 +33,7 @@
 // pi 0.73.1 has no agent_settled: an agent_end may be followed by an
 // auto-retry or a compaction that starts another run. SettleDetector
 // derives the moment the worker is really idle, with a get_state barrier
-// after each agent_end (DESIGN decision 4); the Client drives it and
+// after each agent_end; the Client drives it and
 // delivers a synthetic agent_settled Line (Line.Settled) exactly once per
 // run. A newer pi's own agent_settled is used directly.
 //

@@ -79,8 +79,7 @@ type BarrierState struct {
 	PendingMessageCount int
 }
 
-// SettleDetector derives "the worker is idle" from pi's event stream, as
-// DESIGN decision 4 and pi-rpc.md ("When is the worker idle?") describe:
+// SettleDetector derives "the worker is idle" from pi's event stream:
 //
 //   - agent_end → send a get_state barrier; auto_retry_start and
 //     compaction_start are written in the same synchronous step as the
@@ -98,7 +97,7 @@ type BarrierState struct {
 // It is a pure value: no goroutines, no clock, no I/O. Feed it in stdout
 // order; the driver (Client) performs the SettleActions it returns.
 //
-// Why not an fsmkit table: this is not one of the seed's lifecycles, and
+// Why not an fsmkit table: this is not one of the documented lifecycles, and
 // its transitions are guarded by data (barrier tokens, isStreaming,
 // willRetry, pendingMessageCount, whether a settle is owed). As a table,
 // every guard outcome would have to become its own event classified by the

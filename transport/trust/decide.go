@@ -41,7 +41,7 @@ type flight struct {
 	err    error
 }
 
-// Decide returns the policy for a connecting machine (seed state-flow §5).
+// Decide returns the policy for a connecting machine.
 //
 // A machine with a stored decision gets it. For a machine seen for the
 // first time the Prompter is asked exactly once, however many of its

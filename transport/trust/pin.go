@@ -22,7 +22,7 @@ var (
 
 // Pin is the one server an agent obeys: its machine name and, optionally,
 // its user. The agent admits connections from the pinned machine only
-// (deny by default, AC-2.2a); when User is set, the user must match too
+// (deny by default); when User is set, the user must match too
 // (the TypeScript agent compares the machine only).
 type Pin struct {
 	Machine string

@@ -8,7 +8,7 @@ import (
 	"example.com/pifleet/transport/identity"
 )
 
-// Policy is what a machine may do in the fleet (seed state-flow §5).
+// Policy is what a machine may do in the fleet.
 type Policy string
 
 // The three policies.
