@@ -3,6 +3,7 @@ package jsjson_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -47,4 +48,36 @@ func BenchmarkAppendManifest(b *testing.B) {
 		buf = jsjson.Append(buf[:0], &v)
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkParseManifestStd is BenchmarkParseManifest with encoding/json
+// decoding into an any, for comparison.
+func BenchmarkParseManifestStd(b *testing.B) {
+	data := manifestLike()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendManifestStd is BenchmarkAppendManifest with encoding/json
+// encoding the same document decoded into an any, for comparison.
+func BenchmarkAppendManifestStd(b *testing.B) {
+	var v any
+	if err := json.Unmarshal(manifestLike(), &v); err != nil {
+		b.Fatal(err)
+	}
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if out, err = json.Marshal(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(out)))
 }
