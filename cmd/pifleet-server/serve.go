@@ -129,13 +129,8 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 	if regURL == "" {
 		regURL = "http://" + regLn.Addr().String()
 	}
-	// The registry answers only peers whois knows (tailnet members, or the
-	// static map).
 	regSrv := &http.Server{
-		Handler: registry.NewServer(c.Registry, registry.WithLogger(log), registry.WithGate(func(ctx context.Context, peer netip.Addr) error {
-			_, err := whois.Whois(ctx, peer)
-			return err
-		})),
+		Handler:           registry.NewServer(c.Registry, registry.WithLogger(log), registry.WithGate(registryGate(whois))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
@@ -253,6 +248,21 @@ func (c *ServeCmd) webPage(l net.Listener, backend controlapi.Backend, log zerol
 		opts.Hosts = webui.LoopbackHosts(addr)
 	}
 	return webui.New(api, auth, opts), auth, nil
+}
+
+// registryGate admits only the peers whois knows (tailnet members, or
+// the static map). Every file of a sync is a request, so tailscale's
+// answers are kept for a short while (identity.Cache: one lookup per peer
+// every DefaultAnswerTTL, refusals DefaultRefusalTTL) instead of one
+// tailscale process per file.
+func registryGate(whois identity.Whois) registry.Gate {
+	if !identity.IsStatic(whois) {
+		whois = identity.NewCache(whois)
+	}
+	return func(ctx context.Context, peer netip.Addr) error {
+		_, err := whois.Whois(ctx, peer)
+		return err
+	}
 }
 
 // identity returns the whois in force, and tailscale when it is the one.

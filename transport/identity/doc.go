@@ -18,6 +18,11 @@
 // agent binds) and the tailnet's peers (Status, which the server uses to
 // discover agents).
 //
+// Cache sits in front of any Whois for a caller that asks about the same
+// peers over and over (the bundle registry asks for every request): one
+// lookup per address, shared by concurrent questions and reused for a
+// short, documented lifetime.
+//
 // Differences from the TypeScript pi-fleet wrapper, on purpose:
 //   - every CLI call has a timeout (DefaultTimeout unless configured);
 //   - when whois reports no ComputedName, the machine is the short host

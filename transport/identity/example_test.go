@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"example.com/pifleet/transport/identity"
 )
@@ -47,4 +48,25 @@ func ExampleTailscale_Whois() {
 	// Output:
 	// runs: tailscale [whois --json 100.87.12.34]
 	// buildbox ana@github <nil>
+}
+
+// A Cache asks the Whois behind it once per address and reuses the answer
+// for a while: here 3 questions cost 1 lookup.
+func ExampleCache() {
+	lookups := 0
+	slow := identity.WhoisFunc(func(ctx context.Context, addr netip.Addr) (identity.Identity, error) {
+		lookups++ // a tailscale process, say
+		return identity.Identity{Machine: "buildbox", User: "ana@github"}, nil
+	})
+	who := identity.NewCache(slow, identity.WithLifetimes(time.Minute, 5*time.Second))
+	for range 3 {
+		id, err := who.Whois(context.Background(), netip.MustParseAddr("100.87.12.34"))
+		fmt.Println(id, err)
+	}
+	fmt.Println("lookups:", lookups)
+	// Output:
+	// buildbox (ana@github) <nil>
+	// buildbox (ana@github) <nil>
+	// buildbox (ana@github) <nil>
+	// lookups: 1
 }
