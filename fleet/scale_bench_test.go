@@ -3,9 +3,15 @@
 package fleet_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,41 +22,44 @@ import (
 )
 
 // BenchmarkServerScale measures one server (the fleet SDK) holding 1,000
-// agents × 10 idle instances over loopback TCP: the heap it keeps, and the
-// CPU its heartbeats cost. Run it once:
+// and 10,000 agents × 10 idle instances over loopback TCP: the memory it
+// keeps, and the CPU its heartbeats cost. Run it once:
 //
-//	go test -run XXX -bench ServerScale -benchtime 1x ./fleet
+//	go test -run XXX -bench ServerScale -benchtime 5x -timeout 60m ./fleet
 //
-// The agents are in-process test peers (testAgentPeer: a real TCP
-// connection speaking protocol v1), not agent daemons: 1,000 daemons
-// with 10,000 shims and 10,000 workers are about 21,000 processes, more
-// than two cores and 24 GiB hold. The peers share the process, so the
-// heap and CPU figures include their side of each connection (an upper
-// bound for the server alone). Heartbeats go out every second here
-// instead of every 15 s, so that a short window sees many rounds; the
-// CPU per round is what scales.
+// The agents are test peers (testAgentPeer: a real TCP listener speaking
+// the protocol, with the pifleet frames), not agent daemons: 10,000
+// daemons with 100,000 shims and workers are far more processes than two
+// cores hold. They run in child processes of their own (this test binary
+// again, TestScalePeerHost, at most peersPerHost each), so that the
+// figures are the server's alone and no process needs more file
+// descriptors than a default limit allows. Heartbeats go out every second
+// here instead of every 15 s, so that a short window sees many rounds;
+// the CPU per round is what scales.
 func BenchmarkServerScale(b *testing.B) {
-	const agents, perAgent = 1000, 10
-	const beat = time.Second
-	peers := make([]*testAgentPeer, agents)
-	for i := range peers {
-		peers[i] = newTestAgentPeer(b, fmt.Sprintf("box-%04d", i), true)
+	for _, agents := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchServerScale(b, agents, 10) })
 	}
-	heap0 := heapInUse()
+}
 
-	var list []fleet.Agent
-	for _, p := range peers {
-		list = append(list, fleet.Agent{Name: p.machine, Addresses: []string{p.Addr()}})
-	}
+// peersPerHost keeps each peer host under 10,000 descriptors (a listener
+// and a connection per peer).
+const peersPerHost = 4000
+
+func benchServerScale(b *testing.B, agents, perAgent int) {
+	const beat = time.Second
+	list := startPeerHosts(b, agents)
+	mem0 := memInUse()
+
 	tf := startFleet(b, b.TempDir(), b.TempDir(), list, func(c *fleet.Config) {
 		c.Conn.HeartbeatInterval = beat
 		c.Conn.ExpiryTimeout = 30 * beat
 	})
 	publish(b, tf.regRoot, "default", `{}`)
-	tf.sub.Close() // too small for 1,000 agents' changes
-	sub := tf.Subscribe(1 << 17)
+	tf.sub.Close() // too small for 10,000 agents' changes
+	sub := tf.Subscribe(1 << 18)
 	defer sub.Close()
-	ctx, cancel := context.WithTimeout(b.Context(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for established(tf.Status(ctx)) < agents {
 		select {
@@ -59,19 +68,20 @@ func BenchmarkServerScale(b *testing.B) {
 			b.Fatalf("%d of %d agents established", established(tf.Status(ctx)), agents)
 		}
 	}
-	heapAgents := heapInUse() - heap0
+	memAgents := memInUse()
+	memAgents.sub(mem0)
 
 	// Spawn every instance, a few at a time per agent.
 	var wg sync.WaitGroup
 	errs := make(chan error, agents)
 	sem := make(chan struct{}, 64)
-	for _, p := range peers {
+	for _, a := range list {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for range perAgent {
-				if _, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: p.machine, Cwd: "/work/repo", Bundle: "default"}); err != nil {
-					errs <- fmt.Errorf("spawn on %s: %w", p.machine, err)
+				if _, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: a.Name, Cwd: "/work/repo", Bundle: "default"}); err != nil {
+					errs <- fmt.Errorf("spawn on %s: %w", a.Name, err)
 					return
 				}
 			}
@@ -85,8 +95,9 @@ func BenchmarkServerScale(b *testing.B) {
 	if n := len(tf.Status(ctx).Instances); n != agents*perAgent {
 		b.Fatalf("%d instances, want %d", n, agents*perAgent)
 	}
-	heap := heapInUse() - heap0
-	heapInstances := heap - heapAgents
+	mem := memInUse()
+	mem.sub(mem0)
+	heapInstances := mem.heap - memAgents.heap
 
 	// Idle: only heartbeats flow. Measure the process's CPU over rounds.
 	cpu0, wall0 := cpuTime(), time.Now()
@@ -95,14 +106,98 @@ func BenchmarkServerScale(b *testing.B) {
 	}
 	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
 	rounds := wall.Seconds() / beat.Seconds()
-	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
-	b.ReportMetric(float64(heapAgents)/agents, "heap-B/agent")
-	b.ReportMetric(float64(heapInstances)/(agents*perAgent), "heap-B/instance")
+	b.ReportMetric(float64(mem.heap+mem.stack)/(1<<20), "MiB")
+	b.ReportMetric(float64(mem.heap)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(mem.stack)/(1<<20), "stack-MiB")
+	b.ReportMetric(float64(memAgents.heap+memAgents.stack)/float64(agents), "B/agent")
+	b.ReportMetric(float64(heapInstances)/float64(agents*perAgent), "heap-B/instance")
+	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
-	b.StopTimer()
-	for _, p := range peers {
-		drainFrames(p)
+}
+
+// startPeerHosts starts enough peer hosts for n agents and returns the
+// agents to dial. The hosts end with the benchmark.
+func startPeerHosts(b *testing.B, n int) []fleet.Agent {
+	b.Helper()
+	var list []fleet.Agent
+	for host := 0; len(list) < n; host++ {
+		count := min(peersPerHost, n-len(list))
+		cmd := exec.Command(os.Args[0], "-test.run=^TestScalePeerHost$", "-test.timeout=0")
+		cmd.Env = append(os.Environ(), "PIFLEET_SCALE_PEERS="+strconv.Itoa(count),
+			fmt.Sprintf("PIFLEET_SCALE_PREFIX=h%d", host))
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			stdin.Close() // the host closes its peers and exits
+			_ = cmd.Wait()
+		})
+		sc := bufio.NewScanner(stdout)
+		ready := false
+		for !ready && sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 3 && f[0] == "peer":
+				list = append(list, fleet.Agent{Name: f[1], Addresses: []string{f[2]}})
+			case len(f) == 1 && f[0] == "ready":
+				ready = true
+			}
+		}
+		if !ready {
+			b.Fatalf("peer host %d ended before it was ready: %v", host, sc.Err())
+		}
+		go io.Copy(io.Discard, stdout) // the test framework's last lines
+	}
+	return list
+}
+
+// TestScalePeerHost is not a test of its own: BenchmarkServerScale runs
+// the test binary with it to host PIFLEET_SCALE_PEERS agent peers in a
+// process apart. It prints "peer MACHINE ADDR" per peer, then "ready",
+// and serves until its standard input closes.
+func TestScalePeerHost(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("PIFLEET_SCALE_PEERS"))
+	if n <= 0 {
+		t.Skip("run by BenchmarkServerScale only")
+	}
+	prefix := os.Getenv("PIFLEET_SCALE_PREFIX")
+	out := bufio.NewWriter(os.Stdout)
+	peers := make([]*testAgentPeer, n)
+	for i := range peers {
+		peers[i] = newTestAgentPeer(t, fmt.Sprintf("%s-box-%05d", prefix, i), true)
+		fmt.Fprintf(out, "peer %s %s\n", peers[i].machine, peers[i].Addr())
+	}
+	fmt.Fprintln(out, "ready")
+	if err := out.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Drain what the peers log while serving, so that no log fills up.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(io.Discard, os.Stdin)
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return // the cleanups close the peers
+		case <-tick.C:
+			for _, p := range peers {
+				drainFrames(p)
+			}
+		}
 	}
 }
 
@@ -116,12 +211,30 @@ func established(s fleet.Status) int {
 	return n
 }
 
-// heapInUse is the live heap after a collection.
-func heapInUse() int64 {
+// goMem is the memory the Go runtime holds for live data: heap spans in
+// use and goroutine stacks.
+type goMem struct{ heap, stack int64 }
+
+func (m *goMem) sub(o goMem) { m.heap -= o.heap; m.stack -= o.stack }
+
+// memInUse is the live heap and the stacks after a collection.
+func memInUse() goMem {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse)
+	return goMem{heap: int64(m.HeapInuse), stack: int64(m.StackInuse)}
+}
+
+// peakRSS is the process's largest resident set so far, in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	if runtime.GOOS == "darwin" {
+		return ru.Maxrss // bytes there
+	}
+	return ru.Maxrss << 10 // KiB
 }
 
 // cpuTime is the process's user and system CPU time so far.
