@@ -131,6 +131,9 @@ func New(cfg Config) (*Agent, error) {
 		runCancel:  cancel,
 		git:        worktree.Git{Bin: cfg.Git, Env: cfg.Env},
 	}
+	if at := os.Getenv(EnvSpawnHold); at != "" {
+		a.hooks.spawnHold = a.holdAt(at)
+	}
 	if cfg.ExecPolicy == ExecFull {
 		a.exec, err = execplane.New(execplane.Config{MaxConcurrent: cfg.MaxExecs, DefaultTimeout: cfg.ExecTimeout,
 			Roots: cfg.ExecRoots, AuditFile: cfg.ExecAuditFile, Env: cfg.Env, Shell: cfg.ExecShell,
@@ -651,6 +654,32 @@ type testHooks struct {
 	command     func([]string) []string // rewrites the worker executable
 	peerDropped func(key string)        // a peer fell behind and was closed
 	peerGone    func(key string)        // a peer's connection ended
+	// spawnHold is called at each named point of a spawn (spawnPoint).
+	spawnHold func(point string)
+}
+
+// EnvSpawnHold, for fault-injection tests only, names a point of every
+// spawn ("before-start", "started", "before-complete") at which the agent
+// logs that it holds and then waits until it is killed, so that a test can
+// kill it there.
+const EnvSpawnHold = "PIFLEET_TEST_SPAWN_HOLD"
+
+// spawnPoint passes a named point of a spawn.
+func (h testHooks) spawnPoint(point string) {
+	if h.spawnHold != nil {
+		h.spawnHold(point)
+	}
+}
+
+// holdAt is the spawnHold of EnvSpawnHold.
+func (a *Agent) holdAt(at string) func(string) {
+	return func(point string) {
+		if point != at {
+			return
+		}
+		a.log.Warn().Str("point", point).Msg("spawn held for a fault-injection test (" + EnvSpawnHold + ")")
+		select {}
+	}
 }
 
 // retryPolicy is the outbox's re-send pacing: exponential from min to max.

@@ -137,6 +137,23 @@ func (h *handleFiles) get(id string) (p worker.Persisted, ok bool, err error) {
 	return p, true, nil
 }
 
+// ids lists the instance ids that have a handle file.
+func (h *handleFiles) ids() []string {
+	entries, err := os.ReadDir(h.dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && e.Type().IsRegular() {
+			if _, err := h.path(id); err == nil {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
 // remove deletes a handle; a missing one is fine.
 func (h *handleFiles) remove(id string) error {
 	path, err := h.path(id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,13 +31,27 @@ type savedSpec struct {
 
 const specKeyPrefix = "spec/"
 
-func (a *Agent) saveSpec(id string, spec worker.Spec, tools []string) {
+func (a *Agent) saveSpec(id string, spec worker.Spec, tools []string) error {
 	b, err := json.Marshal(savedSpec{Command: spec.Command, Env: envOverlay(a.cfg.Env, spec.Env), Budget: spec.Budget, AutoAnswer: spec.AutoAnswer, Tools: tools})
 	if err == nil {
 		err = a.store.PutKV(specKeyPrefix+id, b)
 	}
 	if err != nil {
 		a.log.Error().Err(err).Str("instanceId", id).Msg("cannot persist the worker's spec")
+	}
+	return err
+}
+
+// onLaunch is every worker spec's OnLaunch: the handle of a shim about to
+// start is on disk before the shim is, so that an agent killed at any
+// point of a start (or a restart) leaves a worker its successor can find,
+// and adopt or stop.
+func (a *Agent) onLaunch(id string) func(worker.Persisted) error {
+	return func(p worker.Persisted) error {
+		if err := a.handles.put(id, func() worker.Persisted { return p }); err != nil {
+			return fmt.Errorf("cannot store the worker's handle: %w", err)
+		}
+		return nil
 	}
 }
 
@@ -89,17 +104,66 @@ func (a *Agent) readopt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	known := make(map[string]bool, len(recs))
 	for _, rec := range recs {
-		if rec.State != transport.InstanceRunning {
+		known[rec.InstanceID] = true
+		switch {
+		case rec.Spawning:
+			a.rollBackSpawn(ctx, rec)
+			continue
+		case rec.State != transport.InstanceRunning:
 			a.forget(rec.InstanceID) // ended in a previous life
 			continue
 		}
 		if in := a.adopt(ctx, rec); in != nil {
 			continue
 		}
+		a.discard(ctx, rec.InstanceID, "it cannot be re-adopted")
 		a.reportLost(rec)
 	}
+	a.discardStrayHandles(ctx, known)
 	return nil
+}
+
+// rollBackSpawn undoes a spawn the previous agent did not finish: nobody
+// was told of its instance, so its worker (if it got as far as starting)
+// is stopped and the instance forgotten. The spawn's requester saw its
+// connection drop and spawns again if it still wants a worker.
+func (a *Agent) rollBackSpawn(ctx context.Context, rec agentstore.Instance) {
+	a.log.Warn().Str("instanceId", rec.InstanceID).Msg("a spawn was cut short by the agent's end; rolling it back")
+	a.discard(ctx, rec.InstanceID, "its spawn did not complete")
+	a.forget(rec.InstanceID)
+}
+
+// discard stops the worker whose handle is stored under id, if its shim
+// is still there (see worker.Discard); why says why, for the log.
+func (a *Agent) discard(ctx context.Context, id, why string) {
+	p, ok := a.persistedWorker(id)
+	if !ok {
+		return
+	}
+	log := a.log.With().Str("instanceId", id).Logger()
+	err := worker.Discard(ctx, p, a.cfg.StopGrace, log)
+	switch {
+	case err == nil:
+		log.Warn().Str("why", why).Msg("worker stopped: nobody would ever control it")
+	case errors.Is(err, worker.ErrGone):
+	default:
+		log.Error().Err(err).Str("why", why).Msg("cannot stop a worker nobody controls")
+	}
+}
+
+// discardStrayHandles stops the workers of handle files that no instance
+// record names (a record lost or removed before its handle), and removes
+// the files.
+func (a *Agent) discardStrayHandles(ctx context.Context, known map[string]bool) {
+	for _, id := range a.handles.ids() {
+		if known[id] {
+			continue
+		}
+		a.discard(ctx, id, "no instance record names it")
+		_ = a.handles.remove(id)
+	}
 }
 
 // adopt re-attaches to one worker; nil when it cannot be done.
@@ -119,7 +183,7 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 	spec := worker.Spec{InstanceID: id, Cwd: rec.Cwd, Command: ss.Command, Env: overlayEnv(a.cfg.Env, ss.Env),
 		StateDir: filepath.Join(a.cfg.StateDir, "workers"), ShimCommand: a.cfg.ShimCommand,
 		RingSize: a.cfg.EventRing, StopGrace: a.cfg.StopGrace, Budget: ss.Budget,
-		DialogTimeout: a.cfg.DialogTimeout, AutoAnswer: ss.AutoAnswer, Log: log}
+		DialogTimeout: a.cfg.DialogTimeout, AutoAnswer: ss.AutoAnswer, Log: log, OnLaunch: a.onLaunch(id)}
 	if rec.TaskID != "" {
 		// The task was recorded before its command reached the worker, so
 		// a run may have started, or even ended, unseen by the dead agent

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,7 @@ type agentProc struct {
 	cmd  *exec.Cmd
 	addr string
 	done chan struct{}
+	held chan struct{} // closed when it logs that a spawn is held (EnvSpawnHold)
 }
 
 var buildOnce struct {
@@ -116,11 +118,14 @@ func newWorld(t *testing.T) *world {
 }
 
 // start runs the agent and waits until it listens (its log says so).
-func (w *world) start(t *testing.T) *agentProc {
+func (w *world) start(t *testing.T) *agentProc { return w.startWith(t) }
+
+// startWith is start with more environment variables.
+func (w *world) startWith(t *testing.T, env ...string) *agentProc {
 	t.Helper()
 	cmd := exec.Command(w.bin, "--log-format", "json", "serve", "--listen", "127.0.0.1:"+w.port, "--server", pinned,
 		"--server-key", auth.FormatPublicKey(testServerKey.Public().(ed25519.PublicKey)), "--whois-static", "127.0.0.1="+pinned, "--state-dir", w.stateDir, "--pi", w.worker, "--registry", w.registry)
-	cmd.Env = w.env
+	cmd.Env = append(slices.Clone(w.env), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -128,14 +133,17 @@ func (w *world) start(t *testing.T) *agentProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &agentProc{cmd: cmd, addr: "127.0.0.1:" + w.port, done: make(chan struct{})}
+	p := &agentProc{cmd: cmd, addr: "127.0.0.1:" + w.port, done: make(chan struct{}), held: make(chan struct{})}
 	listening := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
+		once, heldOnce := sync.Once{}, sync.Once{}
 		for sc.Scan() {
 			if strings.Contains(sc.Text(), `"message":"listening"`) {
 				once.Do(func() { close(listening) })
+			}
+			if strings.Contains(sc.Text(), "spawn held for a fault-injection test") {
+				heldOnce.Do(func() { close(p.held) })
 			}
 			if testing.Verbose() {
 				t.Log(sc.Text())

@@ -163,7 +163,7 @@ func (in *instance) restart(ctx context.Context, res *cache.Result, tools []stri
 	in.pid = snap.Pid
 	in.mu.Unlock()
 	a.persistWorker(in.id, w)
-	a.saveSpec(in.id, next, tools)
+	_ = a.saveSpec(in.id, next, tools) // logged; the running worker is unaffected
 	_, _ = a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
 		r.Bundle, r.BundleHash = bundleName, res.BundleHash
 		return nil

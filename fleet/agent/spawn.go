@@ -368,8 +368,12 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		fs:   fsservice.New(cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
 		spec: spec, bundle: f.Bundle, bundleHash: res.BundleHash, res: res, model: l.model, traceID: f.TraceID,
 		state: transport.InstanceRunning, tree: tree}
+	// Durable before the start: the record (marked spawning, so that a
+	// restart rolls the spawn back), the spec, and, from the worker's
+	// OnLaunch, the shim's handle. An agent killed at any point from here
+	// leaves nothing its successor cannot find and stop.
 	rec := agentstore.Instance{InstanceID: id, Cwd: cwd, Bundle: f.Bundle, BundleHash: res.BundleHash,
-		State: transport.InstanceRunning, TraceID: f.TraceID}
+		State: transport.InstanceRunning, TraceID: f.TraceID, Spawning: true}
 	if l.model != nil {
 		rec.Model = &agentstore.Model{Provider: l.model.Provider, ID: l.model.ID, Thinking: l.model.Thinking}
 	}
@@ -379,16 +383,21 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	if _, err := a.store.PutInstance(rec); err != nil {
 		return nil, refuse(CodeSpawnFailed, "cannot record the instance: %v", err)
 	}
+	if err := a.saveSpec(id, spec, nil); err != nil {
+		a.forget(id)
+		return nil, refuse(CodeSpawnFailed, "cannot record the worker's spec: %v", err)
+	}
 	sctx, cancel := context.WithTimeout(ctx, a.cfg.ReadyTimeout)
 	defer cancel()
+	a.hooks.spawnPoint("before-start")
 	w, err := worker.Start(sctx, spec)
 	if err != nil {
-		_ = a.store.DeleteInstance(id)
+		a.forget(id)
 		return nil, refuse(CodeSpawnFailed, "%v", err)
 	}
 	in.attach(w)
 	a.persistWorker(id, w)
-	a.saveSpec(id, spec, nil)
+	a.hooks.spawnPoint("started")
 	if f.FromSession != "" && f.SessionMode != transport.SessionAttach {
 		// Never write into the source session (a baseline): clone it at
 		// once and work on the copy (seed §8). A worker that cannot clone
@@ -408,20 +417,32 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		// From before anyone can send the worker a set_model.
 		in.pinModel(true)
 	}
+	a.hooks.spawnPoint("before-complete")
+	// The spawn is complete once this is stored: from then on a restart
+	// re-adopts the worker. A worker whose completion cannot be stored
+	// is stopped here, as a restart would.
+	_, err = a.store.UpdateInstance(id, func(r *agentstore.Instance) error {
+		r.Spawning = false
+		return nil
+	})
 	a.mu.Lock()
 	closed := a.closed
-	if !closed {
+	if !closed && err == nil {
 		a.instances[id] = in
 		a.order = append(a.order, id)
 	}
 	a.mu.Unlock()
-	if closed {
-		// The agent shuts down: nobody would ever learn of this worker.
-		if _, err := w.Stop(context.WithoutCancel(ctx)); err != nil {
-			in.log.Warn().Err(err).Msg("stop of a worker spawned during shutdown")
+	if closed || err != nil {
+		// Nobody would ever learn of this worker: the agent shuts down,
+		// or the spawn cannot be recorded complete.
+		if _, serr := w.Stop(context.WithoutCancel(ctx)); serr != nil {
+			in.log.Warn().Err(serr).Msg("stop of a worker whose spawn did not complete")
 		}
 		<-in.pumpDone
 		a.forget(id)
+		if err != nil {
+			return nil, refuse(CodeSpawnFailed, "cannot record the instance: %v", err)
+		}
 		return nil, refuse(CodeSpawnFailed, "the agent is shutting down")
 	}
 	in.recordSession()
@@ -468,6 +489,7 @@ func (a *Agent) workerSpec(id, cwd string, l launch, b *transport.Budget) worker
 		StopGrace:     a.cfg.StopGrace,
 		DialogTimeout: a.cfg.DialogTimeout,
 		Log:           a.cfg.Logger.With().Str("instanceId", id).Logger(),
+		OnLaunch:      a.onLaunch(id),
 	}
 	if mb := l.res.Resources.Budget; mb != nil {
 		if mb.MaxCost != nil {

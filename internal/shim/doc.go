@@ -97,6 +97,9 @@
 //	         {"ready":{"shimPid":…,"workerPid":…,"pgid":…}} or
 //	         {"error":{"code":"spawn","message":"…"}}
 //
+// A shim that cannot write its ready line (the agent that started it died
+// before reading it) stops its worker and exits: nobody may know of it.
+//
 // The shim ignores SIGHUP. On SIGTERM or SIGINT it stops its worker
 // (SIGTERM to the group, SIGKILL after KillGrace), gives an attached agent
 // DrainTimeout to acknowledge the exit, and exits. When the agent runs

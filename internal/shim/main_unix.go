@@ -60,11 +60,12 @@ func Main(args []string) int {
 	syscall.CloseOnExec(readyFD)
 	readyFile := os.NewFile(readyFD, "shim-ready")
 	var reportOnce sync.Once
-	report := func(l readyLine) {
+	report := func(l readyLine) (err error) {
 		reportOnce.Do(func() {
-			json.NewEncoder(readyFile).Encode(l)
+			err = json.NewEncoder(readyFile).Encode(l)
 			readyFile.Close()
 		})
+		return err
 	}
 	log := zerolog.New(os.Stderr).With().Timestamp().Int("shimPid", os.Getpid()).Logger()
 
@@ -79,11 +80,22 @@ func Main(args []string) int {
 		return 1
 	}
 	cfg.Logger = log.With().Str("instance", cfg.InstanceID).Logger()
-	cfg.OnReady = func(r Ready) { report(readyLine{Ready: &r}) }
 
 	signal.Ignore(syscall.SIGHUP)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	ctx, cancel := context.WithCancel(sigCtx)
+	defer cancel()
+	cfg.OnReady = func(r Ready) {
+		if err := report(readyLine{Ready: &r}); err != nil {
+			// Nobody reads the readiness pipe: the agent that started this
+			// shim died before it learned of the worker, and only a record
+			// it may or may not have kept could find it. A worker nobody
+			// knows of would run forever; it is stopped instead.
+			cfg.Logger.Warn().Err(err).Msg("the agent that started this shim is gone; stopping the worker")
+			cancel()
+		}
+	}
 	if err := Serve(ctx, cfg); err != nil {
 		cfg.Logger.Error().Err(err).Msg("shim failed")
 		report(readyLine{Error: &RemoteError{Code: errorCode(err), Message: err.Error()}})

@@ -5,6 +5,7 @@ package shim
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -678,4 +679,53 @@ func TestPostKeepsOrderAndAnswers(t *testing.T) {
 		t.Errorf("Post after CloseStdin: %v, want ErrStdinClosed or ErrExited", err)
 	}
 	expectExit(t, c, cfg)
+}
+
+// The agent that starts a shim dies before it reads the readiness line
+// (kill -9 during Start): the shim cannot tell it about the worker, and
+// whether the agent stored enough to find the shim again is unknown, so
+// the shim stops the worker and exits instead of serving it forever.
+func TestShimWhoseStarterDiedStopsItsWorker(t *testing.T) {
+	w := newWitness(t)
+	cfg := testConfig(t, w.env())
+	cfg.Command = shWorker(`exec 3>"$WITNESS"; exec cat`)
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	configR, configW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyR.Close() // the starter is gone: nobody will read the readiness line
+	cmd := exec.Command(os.Args[0], "shim")
+	cmd.ExtraFiles = []*os.File{configR, readyW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	configR.Close()
+	readyW.Close()
+	configW.Write(config)
+	configW.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("shim exited with %v, want 0 after stopping its worker", err)
+		}
+	case <-time.After(time.Minute):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatal("the shim of a dead starter kept serving its worker")
+	}
+	w.waitGone(t) // the worker is gone too
+	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
 }

@@ -26,6 +26,10 @@ type Instance struct {
 	ModelPinned bool                    `json:"modelPinned,omitzero"`
 	SessionPath string                  `json:"sessionPath,omitzero"`
 	State       transport.InstanceState `json:"state"`
+	// Spawning is set from before the worker's start until its spawn is
+	// complete: a restarted agent that finds it set stops the worker (a
+	// spawn nobody was told of is rolled back, never left running).
+	Spawning bool `json:"spawning,omitzero"`
 
 	// TaskID is the open task (one per instance; a newer one replaces
 	// it). Put of the task's task_done clears it in the same transaction.

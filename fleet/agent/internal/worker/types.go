@@ -52,6 +52,13 @@ type Spec struct {
 	AutoAnswer map[string]any
 	// Log receives the worker's log (default: nothing).
 	Log zerolog.Logger
+	// OnLaunch, when set, is called before each shim process is started
+	// (by Start, and by Restart for each new generation) with the handle
+	// that finds and authenticates that shim. The daemon stores it there,
+	// so that whatever happens to the daemon from then on, a restarted one
+	// can re-adopt, or stop, the worker it may have started. An error
+	// aborts the launch before any process starts.
+	OnLaunch func(Persisted) error
 }
 
 // Budget limits what a worker may spend. Cost and turns count over the

@@ -205,6 +205,12 @@ func (w *Worker) launch(ctx context.Context, command []string, base uint64) erro
 	w.mu.Unlock()
 	socket := w.socketPath(n)
 	token := shim.NewToken()
+	if w.spec.OnLaunch != nil {
+		h := Persisted{InstanceID: w.spec.InstanceID, Socket: socket, Token: token, SeqBase: base, LastSeq: base}
+		if err := w.spec.OnLaunch(h); err != nil {
+			return fmt.Errorf("worker %s: before the launch: %w", w.spec.InstanceID, err)
+		}
+	}
 	c, err := shim.Start(ctx, shim.StartConfig{
 		Executable: w.spec.ShimCommand[0],
 		Args:       w.spec.ShimCommand[1:],
