@@ -379,7 +379,7 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	// it must be the first frame the agent reads, before any request
 	// (an agent that dialled in counts itself connected only on it).
 	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
-		PackageVersion: Version, Platform: hostPlatform(), Capabilities: []string{transport.CapabilityPifleet}})
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities})
 	a.conn, a.hello, a.identity, a.policy, a.addr = c, hello, id, policy, addr
 	a.pifleet = slices.Contains(hello.Capabilities, transport.CapabilityPifleet)
 	a.connectedAt = f.cfg.Now()
@@ -395,10 +395,11 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	f.mu.Unlock()
 	p.Connected(a.name)
 
+	handle := f.frameHandler(a, c)
 	for _, fr := range early {
-		f.handleFrame(a, c, fr)
+		handle(fr)
 	}
-	c.SetHandler(func(fr transport.Frame) { f.handleFrame(a, c, fr) })
+	c.SetHandler(handle)
 	go func() {
 		defer f.wg.Done()
 		select {

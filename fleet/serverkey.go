@@ -43,7 +43,7 @@ func (f *Fleet) keyRing() *auth.KeyRing {
 // agent's hello had no challenge (a TypeScript agent: nothing to sign).
 func (f *Fleet) greet(c *transport.Conn, agentHello *transport.HelloFrame, dir auth.Direction) (auth.Transcript, bool) {
 	hello := &transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
-		PackageVersion: Version, Platform: hostPlatform(), Capabilities: []string{transport.CapabilityPifleet}}
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities}
 	t, ok := auth.ServerGreeting(hello, agentHello, c.NetConn(), dir, f.keyRing().Active(f.cfg.Now()))
 	_ = c.TrySend(hello)
 	return t, ok

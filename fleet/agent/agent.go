@@ -439,12 +439,18 @@ type peer struct {
 	pifleet atomic.Bool
 	sent    chan struct{} // closed after the outbox replay
 	dropped atomic.Bool   // closed for falling behind (dropPeer)
+	// delta is set once the peer announced CapabilityEventDelta: it gets
+	// streamed updates as event_delta frames (stream.go).
+	delta atomic.Bool
 }
 
 // greetedBy records the server's hello (the handshake's, or a later one).
 func (p *peer) greetedBy(h *transport.HelloFrame) {
 	if slices.Contains(h.Capabilities, transport.CapabilityPifleet) {
 		p.pifleet.Store(true)
+	}
+	if slices.Contains(h.Capabilities, transport.CapabilityEventDelta) {
+		p.delta.Store(true)
 	}
 }
 
@@ -574,7 +580,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -208,6 +208,11 @@ type Config struct {
 	// and user whois names) holds at once (default 8; negative: no cap).
 	// A connection past the cap is refused after the handshake, logged.
 	MaxConnsPerIdentity int
+	// NoEventDelta sends every worker event whole, as to a TypeScript
+	// server, even to a server that reads event_delta (see
+	// docs/protocol.md): for comparing, or for a server whose rebuilt
+	// events look wrong.
+	NoEventDelta bool
 
 	// ExecPolicy enables the exec plane: ExecOff (the default: every
 	// exec_start is refused with exec_disabled) or ExecFull (hello then

@@ -120,13 +120,18 @@ func (in *instance) attach(w *worker.Worker) {
 // settles end tasks, exits end tasks and the instance, dialogs go to the
 // server, model drift is reported.
 func (in *instance) pump(w *worker.Worker) {
-	for ev := range w.Events() {
+	s := newStreamer(in)
+	defer s.flush()
+	events := w.Events()
+	for {
+		ev, ok := s.next(events)
+		if !ok {
+			return
+		}
 		in.lastSeq.Store(ev.Seq)
-		if ev.Raw != nil {
-			in.a.broadcast(eventFrame(in.id, ev), false)
-			if ev.Kind == worker.KindResponse {
-				in.answerWaiter(ev.Raw)
-			}
+		s.forward(ev)
+		if ev.Raw != nil && ev.Kind == worker.KindResponse {
+			in.answerWaiter(ev.Raw)
 		}
 		switch {
 		case ev.Kind == "session_info_changed":

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"time"
+
+	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/fleet/internal/streamdelta"
+)
+
+// How the agent gathers a worker's streamed updates for a server that
+// reads event_delta: an update waits at most coalesceWindow for the ones
+// after it, and a frame holds at most batchEntries updates or about
+// batchBytes of them. A worker that streams slower than one chunk per
+// window gets a frame per chunk, at once; one that floods shares each
+// frame's own bytes among many chunks.
+const (
+	coalesceWindow = 2 * time.Millisecond
+	batchEntries   = 1024
+	batchBytes     = 128 << 10
+)
+
+// streamer forwards one worker's events to the connected servers, on the
+// instance's pump goroutine: whole to a server that does not read
+// event_delta (a TypeScript one), coded and batched to one that does.
+type streamer struct {
+	in    *instance
+	enc   streamdelta.Encoder
+	peers map[*peer]*peerStream
+	timer *time.Timer
+	armed bool // the timer runs: some batch holds updates
+}
+
+// peerStream is what one connection received of the worker's stream.
+type peerStream struct {
+	chain streamdelta.Chain
+	batch *streamdelta.Batch
+}
+
+func newStreamer(in *instance) *streamer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &streamer{in: in, peers: map[*peer]*peerStream{}, timer: t}
+}
+
+// chained reports whether an event of this kind travels in event_delta
+// frames: the updates, and the message_end that closes them (so that the
+// server lets go of the partial message).
+func chained(kind string) bool { return kind == "message_update" || kind == "message_end" }
+
+// next waits for the worker's next event, sending what waits in the
+// batches when the window closes first.
+func (s *streamer) next(events <-chan worker.Event) (worker.Event, bool) {
+	for s.armed {
+		select {
+		case ev, ok := <-events:
+			return ev, ok
+		case <-s.timer.C:
+			s.armed = false
+			s.flush()
+		}
+	}
+	ev, ok := <-events
+	return ev, ok
+}
+
+// forward sends ev to every connected server. Anything but an update
+// first sends the batches, so that every server gets the worker's events
+// in order.
+func (s *streamer) forward(ev worker.Event) {
+	if ev.Raw == nil || !chained(ev.Kind) {
+		s.flush()
+		if ev.Raw != nil {
+			s.in.a.broadcast(eventFrame(s.in.id, ev), false)
+		}
+		return
+	}
+	peers := s.in.a.peersSnapshot()
+	var coded *streamdelta.Coded
+	for _, p := range peers {
+		if !s.deltas(p) {
+			_ = s.in.a.offer(p, eventFrame(s.in.id, ev))
+			continue
+		}
+		if coded == nil {
+			c := s.enc.Encode(ev.Seq, ev.Raw)
+			coded = &c
+		}
+		ps := s.peers[p]
+		if ps == nil {
+			ps = &peerStream{batch: streamdelta.NewBatch(s.in.id)}
+			s.peers[p] = ps
+		}
+		if !ps.batch.Fits(ev.Seq) || ps.batch.Size()+len(ev.Raw) > batchBytes {
+			s.send(p, ps)
+		}
+		ps.batch.Add(&ps.chain, coded)
+		if ps.batch.Len() >= batchEntries || ps.batch.Size() >= batchBytes || ev.Kind == "message_end" {
+			s.send(p, ps)
+		} else if !s.armed {
+			s.timer.Reset(coalesceWindow)
+			s.armed = true
+		}
+	}
+	if coded == nil {
+		// Nobody reads the codec: it starts again from a whole update
+		// when somebody does.
+		s.enc.Reset()
+	}
+	if len(s.peers) > len(peers) {
+		s.forget(peers)
+	}
+}
+
+// deltas reports whether p gets event_delta frames.
+func (s *streamer) deltas(p *peer) bool { return p.delta.Load() && !s.in.a.cfg.NoEventDelta }
+
+// flush sends every batch that holds updates.
+func (s *streamer) flush() {
+	if s.armed {
+		s.timer.Stop()
+		s.armed = false
+	}
+	for p, ps := range s.peers {
+		s.send(p, ps)
+	}
+}
+
+func (s *streamer) send(p *peer, ps *peerStream) {
+	if f := ps.batch.Frame(); f != nil {
+		if s.in.a.offer(p, f) != nil {
+			// Not taken: the connection is going, and the chain with it.
+			ps.chain.Reset()
+		}
+	}
+}
+
+// forget drops the state of connections that are gone.
+func (s *streamer) forget(live []*peer) {
+	keep := make(map[*peer]bool, len(live))
+	for _, p := range live {
+		keep[p] = true
+	}
+	for p := range s.peers {
+		if !keep[p] {
+			delete(s.peers, p)
+		}
+	}
+}
