@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Direction selects the traffic a stall applies to.
@@ -38,6 +39,8 @@ type Proxy struct {
 	accepted int
 	closed   bool
 	wg       sync.WaitGroup
+	// up and down count the bytes forwarded each way.
+	up, down atomic.Int64
 }
 
 type link struct {
@@ -169,6 +172,20 @@ func (p *Proxy) acceptLoop() {
 	}
 }
 
+// Forwarded returns how many bytes the proxy passed on (or was passing
+// on when the link failed) in direction d (Both: the sum), over every
+// connection so far.
+func (p *Proxy) Forwarded(d Direction) int64 {
+	var n int64
+	if d&Upstream != 0 {
+		n += p.up.Load()
+	}
+	if d&Downstream != 0 {
+		n += p.down.Load()
+	}
+	return n
+}
+
 // pump copies src to dst, holding still while its direction is stalled.
 // End of stream is passed on as a half-close; any other end closes the
 // whole link.
@@ -182,6 +199,13 @@ func (p *Proxy) pump(l *link, d Direction, dst, src net.Conn) {
 		if n > 0 {
 			if !p.waitUnstalled(l, d) {
 				return
+			}
+			// Counted before the write, so that a reader that got the
+			// bytes finds them counted.
+			if d == Upstream {
+				p.up.Add(int64(n))
+			} else {
+				p.down.Add(int64(n))
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				l.close()

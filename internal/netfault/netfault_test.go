@@ -75,6 +75,10 @@ func TestForwards(t *testing.T) {
 	if n := p.Accepted(); n != 1 {
 		t.Errorf("Accepted() = %d, want 1", n)
 	}
+	// The echo was read back, so both directions passed all ten bytes.
+	if up, down, both := p.Forwarded(Upstream), p.Forwarded(Downstream), p.Forwarded(Both); up != 10 || down != 10 || both != 20 {
+		t.Errorf("Forwarded = %d up, %d down, %d both; want 10, 10, 20", up, down, both)
+	}
 }
 
 func TestCutEndsConnectionsButNotTheProxy(t *testing.T) {

@@ -1,0 +1,173 @@
+//go:build unix
+
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"example.com/pifleet/fleet/internal/streamdelta"
+	"example.com/pifleet/transport"
+)
+
+// deltaCaps is the hello of a pifleet server that reads event_delta.
+var deltaCaps = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}
+
+// streamed is what one server connection made of a worker's events: each
+// event by seq, rebuilt when it came coded.
+type streamed struct {
+	t      *testing.T
+	c      *client
+	rb     *streamdelta.Rebuilder
+	events map[uint64]string
+	order  []uint64
+	deltas int // event_delta frames
+}
+
+func newStreamed(t *testing.T, c *client) *streamed {
+	return &streamed{t: t, c: c, rb: streamdelta.NewRebuilder(transport.MaxFrameBytes), events: map[uint64]string{}}
+}
+
+// until reads the events of instance id until one whose line contains
+// last (or the frame limit), rebuilding event_delta frames as the server
+// does.
+func (s *streamed) until(id, last string) {
+	s.t.Helper()
+	add := func(ev *transport.EventFrame) {
+		seq := uint64(*ev.Seq)
+		if _, dup := s.events[seq]; !dup {
+			s.order = append(s.order, seq)
+		}
+		s.events[seq] = string(ev.Event)
+	}
+	for {
+		f := s.c.next(func(f transport.Frame) bool {
+			switch f := f.(type) {
+			case *transport.EventFrame:
+				return f.InstanceID == id
+			case *transport.EventDeltaFrame:
+				return f.InstanceID == id
+			}
+			return false
+		}, "an event of "+id)
+		switch f := f.(type) {
+		case *transport.EventFrame:
+			add(f)
+			if strings.Contains(string(f.Event), last) {
+				return
+			}
+		case *transport.EventDeltaFrame:
+			s.deltas++
+			if err := s.rb.RebuildFrame(f, add); err != nil {
+				s.t.Fatalf("rebuild: %v", err)
+			}
+		}
+	}
+}
+
+// streamPrompt is an answer with thinking, text that JSON escapes, a tool
+// call, and a second message after the tool's result.
+func streamPrompt(n int) string {
+	words := `plain words, "quotes", back\slash, tab	, <html>&amp;, é, 🚀; `
+	text := strings.Repeat(words, n/len(words)+1)[:n]
+	return "think: weighing \"this\" and that\nsay: " + text + "\nbash: echo tool-ran"
+}
+
+// A server that reads event_delta rebuilds exactly the events a server
+// that does not gets whole, from the same worker at the same time.
+func TestStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
+	h := newHarness(t, hopts{})
+	whole := h.dialPifleet(t)
+	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
+	whole.hello()
+	delta.hello()
+	inst := whole.mustSpawn("s", h.cwd, "default", nil)
+	id := inst.InstanceID
+	whole.rpc(id, "", prompt("p", streamPrompt(3000)))
+	w, d := newStreamed(t, whole), newStreamed(t, delta)
+	w.until(id, `"type":"agent_end"`)
+	d.until(id, `"type":"agent_end"`)
+	checkStreamsMatch(t, w, d)
+	if w.deltas != 0 || d.deltas == 0 {
+		t.Fatalf("event_delta frames: %d to the whole server, %d to the delta one", w.deltas, d.deltas)
+	}
+}
+
+func checkStreamsMatch(t *testing.T, w, d *streamed) {
+	t.Helper()
+	if d := cmp.Diff(w.order, d.order); d != "" {
+		t.Fatalf("seqs differ (-whole +rebuilt):\n%s", d)
+	}
+	updates := 0
+	for _, seq := range w.order {
+		if diff := cmp.Diff(w.events[seq], d.events[seq]); diff != "" {
+			t.Fatalf("event %d differs (-whole +rebuilt):\n%s", seq, diff)
+		}
+		if strings.HasPrefix(w.events[seq], `{"type":"message_update"`) {
+			updates++
+		}
+	}
+	if updates < 10 {
+		t.Fatalf("only %d message_update events streamed", updates)
+	}
+}
+
+// A server that connects mid-answer (a reconnect) gets its first update
+// whole and every later one rebuilt correctly.
+func TestStreamJoinedMidAnswerRebuildsCorrectly(t *testing.T) {
+	h := newHarness(t, hopts{})
+	whole := h.dialPifleet(t)
+	first := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
+	whole.hello()
+	first.hello()
+	inst := whole.mustSpawn("s", h.cwd, "default", nil)
+	id := inst.InstanceID
+	// 1,000 updates, 5 ms apart: the answer is still streaming when the
+	// second delta server has connected.
+	whole.rpc(id, "", prompt("p", "delay: 5\nsay: "+strings.Repeat("0123456789abcdef", 1000)))
+	nextOf(first, func(f *transport.EventDeltaFrame) bool { return f.InstanceID == id })
+	first.close()
+	second := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
+	second.hello()
+	w, d := newStreamed(t, whole), newStreamed(t, second)
+	w.until(id, `"type":"agent_end"`)
+	d.until(id, `"type":"agent_end"`)
+	if d.deltas == 0 || len(d.order) == 0 {
+		t.Fatal("the second server got no streamed updates")
+	}
+	joined := 0
+	for _, seq := range d.order {
+		if diff := cmp.Diff(w.events[seq], d.events[seq]); diff != "" {
+			t.Fatalf("event %d differs (-whole +rebuilt):\n%s", seq, diff)
+		}
+		if strings.HasPrefix(d.events[seq], `{"type":"message_update"`) {
+			joined++
+		}
+	}
+	if joined < 10 {
+		t.Fatalf("the second server joined after the answer: %d updates", joined)
+	}
+}
+
+// The real pi's streamed answer rebuilds identically too.
+func TestRealPiStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
+	h, srv := realPiHarness(t)
+	whole := h.dialPifleet(t)
+	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
+	whole.hello()
+	delta.hello()
+	inst := whole.mustSpawn("s", h.cwd, "faux", func(f *transport.SpawnFrame) {
+		f.Env = map[string]string{"PI_FLEET_SERVER": srv.URL}
+	})
+	id := inst.InstanceID
+	whole.rpc(id, "", prompt("p", streamPrompt(2000)))
+	w, d := newStreamed(t, whole), newStreamed(t, delta)
+	w.until(id, `"type":"agent_end"`)
+	d.until(id, `"type":"agent_end"`)
+	checkStreamsMatch(t, w, d)
+	if d.deltas == 0 {
+		t.Fatal("no event_delta frames from the real pi's stream")
+	}
+}
