@@ -60,6 +60,9 @@ const (
 	// phaseWait bounds the wait for the moment a kill aims at; the kill
 	// comes at the deadline anyway.
 	phaseWait = 5 * time.Second
+	// orphanWait bounds the wait for the shims of stopped workers to end
+	// once the agent acknowledged their exits (they do at once).
+	orphanWait = 15 * time.Second
 )
 
 func campaignParams(t *testing.T) (kills int, seed uint64) {
@@ -419,8 +422,35 @@ func (c *campaign) count(stuck string) outcome {
 			o.bad(&o.Stuck, "instance %s is %s", in.InstanceID, in.State)
 		}
 	}
-	for _, p := range c.orphans() {
-		o.bad(&o.Orphaned, "process %d (%s), child of %d, outlived the campaign", p.pid, p.cmdline, p.ppid)
+	// One orphan is a tree of processes: its root (a shim, as a rule)
+	// and what runs under it.
+	left := c.orphans()
+	parent := map[int]int{}
+	for _, p := range left {
+		parent[p.pid] = p.ppid
+	}
+	rootOf := func(pid int) int {
+		for hops := 0; hops < len(left); hops++ {
+			pp, ok := parent[pid]
+			if _, up := parent[pp]; !ok || !up {
+				break
+			}
+			pid = pp
+		}
+		return pid
+	}
+	for _, p := range left {
+		if _, up := parent[p.ppid]; up {
+			continue
+		}
+		var under []string
+		for _, q := range left {
+			if q.pid != p.pid && rootOf(q.pid) == p.pid {
+				under = append(under, fmt.Sprintf("%d (%.60s)", q.pid, q.cmdline))
+			}
+		}
+		o.bad(&o.Orphaned, "process %d (%s, stderr %s) outlived the campaign; under it: %s",
+			p.pid, p.cmdline, p.stderr, strings.Join(under, ", "))
 	}
 	return o
 }
@@ -439,11 +469,11 @@ func (c *campaign) report(name string, o outcome) {
 	}
 }
 
-// orphans waits, at most procWait, until no process the campaign started
-// is left, and returns those still running then. Exited orphans are
-// reaped as they are found.
+// orphans waits, at most orphanWait, until no process the campaign
+// started is left, and returns those still running then. Exited orphans
+// are reaped as they are found.
 func (c *campaign) orphans() []procInfo {
-	deadline := time.Now().Add(procWait)
+	deadline := time.Now().Add(orphanWait)
 	for {
 		var alive []procInfo
 		for _, p := range descendants(os.Getpid()) {
@@ -472,6 +502,9 @@ type procInfo struct {
 	pid, ppid int
 	state     byte
 	cmdline   string
+	// stderr is where its stderr goes: a shim's is its instance's log
+	// (workers/<instance>.shim.log).
+	stderr string
 }
 
 // descendants lists every process whose chain of parents reaches root.
@@ -501,7 +534,9 @@ func descendants(root int) []procInfo {
 		}
 		ppid, _ := strconv.Atoi(f[1])
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		all[pid] = procInfo{pid: pid, ppid: ppid, state: f[0][0], cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))}
+		stderr, _ := os.Readlink(filepath.Join("/proc", e.Name(), "fd", "2"))
+		all[pid] = procInfo{pid: pid, ppid: ppid, state: f[0][0], stderr: stderr,
+			cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))}
 	}
 	var out []procInfo
 	for pid, p := range all {
