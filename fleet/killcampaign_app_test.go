@@ -272,6 +272,12 @@ func (d *appDriver) step(ctx context.Context) bool {
 		switch in.State {
 		case fleet.StateStopped, fleet.StateFailed:
 			continue
+		case fleet.StateAccepted:
+			// Accept leaves accepted before it returns: an instance seen
+			// there is stuck (the campaign counts it), and keeps no
+			// worker busy, so another is spawned.
+			busy = append(busy, in.InstanceID+"="+string(in.State))
+			continue
 		case fleet.StateIdle, fleet.StateDegradedCache:
 			if d.drain {
 				d.act(ctx, "stop", in.InstanceID, func(ctx context.Context, i *fleet.Instance) error { return i.Stop(ctx) })
