@@ -37,6 +37,10 @@ var (
 	// lost) without anybody stopping it; matched by every
 	// *WorkerGoneError, which also matches ErrInstanceEnded.
 	ErrWorkerGone = errors.New("fleet: worker gone")
+	// ErrPromptLost: a task's prompt never reached its worker (the
+	// connection broke with it in flight) and the task ended failed;
+	// submit it again.
+	ErrPromptLost = errors.New("fleet: task failed: its prompt was lost")
 	// ErrSpawn is matched by every *SpawnError.
 	ErrSpawn = errors.New("fleet: spawn refused by the agent")
 	// ErrFileService is matched by every *FileError.

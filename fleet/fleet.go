@@ -212,11 +212,21 @@ func (f *Fleet) restore() error {
 		if inst := f.instances[rec.InstanceID]; inst != nil && t.open() {
 			inst.openTask = rec.TaskID
 			inst.maxRejects = rec.MaxRejects
+			if t.m.State() == TaskRunning {
+				// Whether its run started is known again from the events
+				// the agent replays after the reconnect: all it has.
+				inst.rec.LastSeenEventSeq = 0
+			}
 		}
 	}
 	// No agent is connected yet: reachable states become unreachable
 	// (InstanceTable's rule that idle and running mean reachable).
 	f.mu.Lock()
+	for _, inst := range f.instances {
+		if inst.m.State() == StateAccepted {
+			f.finishVerdictLocked(inst)
+		}
+	}
 	for _, inst := range f.instances {
 		if inst.m.Can(EventConnectionLost) {
 			f.fireLocked(inst, EventConnectionLost, nil)
@@ -236,6 +246,28 @@ func (f *Fleet) restore() error {
 		f.sessions[name] = p
 	}
 	return nil
+}
+
+// finishVerdictLocked carries out the disposition of a verdict that an
+// older server stored in several writes and did not finish (the instance
+// is still accepted): keep_idle, or the stop, sent once the agent is
+// back.
+func (f *Fleet) finishVerdictLocked(inst *instance) {
+	var latest *task
+	for _, t := range f.tasks {
+		if t.rec.InstanceID == inst.id && t.rec.Disposition != "" && (latest == nil || t.rec.UpdatedAt.After(latest.rec.UpdatedAt)) {
+			latest = t
+		}
+	}
+	in := coreInput{Kind: inRestore, Disposition: transport.DispositionStop}
+	if latest != nil {
+		in.Disposition = transport.Disposition(latest.rec.Disposition)
+	}
+	if _, _, _, err := f.stepLocked(f.driveLocked(inst), in); err != nil {
+		f.log.Error().Err(err).Str("instance", inst.id).Msg("half-done verdict not finished")
+		return
+	}
+	f.log.Warn().Str("instance", inst.id).Str("disposition", string(in.Disposition)).Msg("finished a verdict a previous run left half done")
 }
 
 // applyManifest takes the instance's dialog answers and maxRejects from
@@ -472,7 +504,41 @@ func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
 
 // fireLocked fires ev on inst, persists the new state and publishes the
 // change. A stale event is logged and dropped (false). f.mu must be held.
+// (The decision core's plans fire through transitionLocked and persist
+// explicitly.)
 func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*serverstore.Instance)) bool {
+	from := inst.m.State()
+	if !inst.m.Can(ev) {
+		return f.transitionLocked(inst, ev) // stale: logged and dropped
+	}
+	if mutate != nil {
+		mutate(&inst.rec)
+	}
+	f.transitionLocked(inst, ev)
+	to := inst.m.State()
+	// idle, running and unreachable all come back as unreachable after a
+	// restart, so a move among them need not reach the disk: the hot path
+	// (every prompt and every settle) then costs no fsync.
+	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
+		f.persistInstanceLocked(inst)
+	}
+	// idle and running always mean reachable.
+	if (to == StateIdle || to == StateRunning) && ev != EventConnectionLost {
+		if a := f.agents[inst.agent]; a == nil || a.conn == nil {
+			f.fireLockedNoCheck(inst, EventConnectionLost)
+		}
+	}
+	if InstanceTable.IsFinal(to) {
+		inst.endLocked()
+		f.detachSessionLocked(inst)
+	}
+	return true
+}
+
+// transitionLocked fires ev on inst's machine, logs and publishes the
+// transition; it persists nothing. A stale event is logged and dropped
+// (false). f.mu must be held.
+func (f *Fleet) transitionLocked(inst *instance, ev InstanceEvent) bool {
 	from := inst.m.State()
 	if err := inst.m.Fire(ev); err != nil {
 		var stale *fsmkit.StaleEventError
@@ -483,15 +549,6 @@ func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*server
 	}
 	to := inst.m.State()
 	inst.rec.State = string(to)
-	if mutate != nil {
-		mutate(&inst.rec)
-	}
-	// idle, running and unreachable all come back as unreachable after a
-	// restart, so a move among them need not reach the disk: the hot path
-	// (every prompt and every settle) then costs no fsync.
-	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
-		f.persistInstanceLocked(inst)
-	}
 	msg := "instance transition"
 	switch {
 	case ev == EventSpawned:
@@ -506,16 +563,6 @@ func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*server
 		Str("reason", inst.rec.EndReason).Msg(msg)
 	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, TaskID: inst.openTask,
 		Event: string(ev), From: string(from), To: string(to)})
-	// idle and running always mean reachable.
-	if (to == StateIdle || to == StateRunning) && ev != EventConnectionLost {
-		if a := f.agents[inst.agent]; a == nil || a.conn == nil {
-			f.fireLockedNoCheck(inst, EventConnectionLost)
-		}
-	}
-	if InstanceTable.IsFinal(to) {
-		inst.endLocked()
-		f.detachSessionLocked(inst)
-	}
 	return true
 }
 
@@ -561,9 +608,9 @@ func (f *Fleet) persistTaskLocked(t *task) {
 	t.rec = stored
 }
 
-// fireTaskLocked fires ev on the task's machine, persists the new state
-// and publishes the change. A stale event is logged and dropped (false).
-// f.mu must be held.
+// fireTaskLocked fires ev on the task's machine and publishes the
+// change; the plan that fired it persists it. A stale event is logged and
+// dropped (false). f.mu must be held.
 func (f *Fleet) fireTaskLocked(t *task, ev TaskEvent) bool {
 	from := t.m.State()
 	if err := t.m.Fire(ev); err != nil {
@@ -571,20 +618,9 @@ func (f *Fleet) fireTaskLocked(t *task, ev TaskEvent) bool {
 		return false
 	}
 	t.rec.State = string(t.m.State())
-	f.persistTaskLocked(t)
 	f.publishLocked(Change{Kind: ChangeTaskState, Agent: t.rec.Machine, InstanceID: t.rec.InstanceID, TaskID: t.rec.TaskID,
 		Event: string(ev), From: string(from), To: t.rec.State})
 	return true
-}
-
-// endTaskLocked ends the instance's open task with ev (aborted, stopped,
-// workerGone, promptLost) when it is still open, and detaches it from the
-// instance.
-func (f *Fleet) endTaskLocked(inst *instance, ev TaskEvent) {
-	if t := f.tasks[inst.openTask]; t != nil && t.m.Can(ev) {
-		f.fireTaskLocked(t, ev)
-	}
-	inst.openTask = ""
 }
 
 // ---- task_done notification ----

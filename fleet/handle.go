@@ -161,6 +161,9 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 			inst.uiDeadline[u.ID] = f.cfg.Now().Add(time.Duration(u.Timeout * float64(time.Millisecond)))
 		}
 	}
+	if ev.Type == pirpc.EventAgentStart {
+		inst.runStarted = true
+	}
 	before := inst.tally.Cost
 	inst.tally.Observe(ev)
 	inst.cost += inst.tally.Cost - before
@@ -196,20 +199,20 @@ func activityOf(ev *pirpc.Event) string {
 // an untracked run, aborting → idle after an abort); waiting prompts get
 // the last assistant text.
 func (f *Fleet) onSettledLocked(inst *instance) func() {
-	switch inst.m.State() {
-	case StateRunning:
-		if inst.openTask == "" {
-			f.fireLocked(inst, EventSettledUntracked, nil)
-		}
-	case StateAborting:
-		f.fireLocked(inst, EventAbortConfirmed, nil)
+	_, after, _, err := f.stepLocked(f.driveLocked(inst), coreInput{Kind: inSettled})
+	if err != nil {
+		f.log.Error().Err(err).Str("instance", inst.id).Msg("settle")
 	}
-	return inst.completeRunLocked(inst.tally.LastAssistantText, nil)
+	return func() {
+		for _, fn := range after {
+			fn()
+		}
+	}
 }
 
 // onTaskDone records a task_done durably, fires taskDone when it closes
 // the instance's open task, acks it, and queues the application's
-// notification (serverstore's exactly-once contract).
+// notification (at least once, keyed by TaskReport.Key).
 func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskDoneFrame) {
 	td := serverstore.TaskDone{
 		TaskID: fr.TaskID, InstanceID: fr.InstanceID, Seq: fr.Seq, Status: string(fr.Status),
@@ -223,25 +226,45 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	}
 	f.mu.Lock()
 	inst := f.instances[fr.InstanceID]
+	if inst != nil && inst.agent != a.name {
+		inst = nil // another agent's instance: the report is recorded, nothing moves
+	}
 	t := f.tasks[fr.TaskID]
 	if inst != nil && inst.rec.Worktree != nil && fr.Worktree != nil && inst.rec.Worktree.Branch != fr.Worktree.Branch {
 		inst.rec.Worktree.Branch = fr.Worktree.Branch // named after its first task
 		f.persistInstanceLocked(inst)
 	}
-	review := inst != nil && t != nil && inst.openTask == fr.TaskID && t.m.Can(TaskEventDone) &&
-		inst.m.Can(EventTaskDone)
-	var stored serverstore.Task
+	review := false
+	if inst != nil {
+		plan, _ := decide(f.viewLocked(inst), coreInput{Kind: inTaskDone, TaskID: fr.TaskID})
+		review = len(plan) == 1 && plan[0].Kind == fxRecord && plan[0].Review
+	}
 	rc, err := f.store.RecordTaskDone(td, func(tx *serverstore.Tx) error {
 		if !review {
 			return nil
 		}
-		cur, ok, err := tx.Task(fr.TaskID)
-		if err != nil || !ok {
+		next, _ := TaskTable.Next(t.m.State(), TaskEventDone)
+		rec := t.rec // never a blank record: the fleet's own copy when the store lost it
+		if cur, ok, err := tx.Task(fr.TaskID); err != nil {
+			return err
+		} else if ok {
+			rec = cur
+		} else {
+			done := td
+			rec.LastDone = &done
+		}
+		rec.State = string(next)
+		stored, err := tx.PutTask(rec)
+		if err != nil {
 			return err
 		}
-		next, _ := TaskTable.Next(t.m.State(), TaskEventDone)
-		cur.State = string(next)
-		stored, err = tx.PutTask(cur)
+		t.rec = stored
+		ir := inst.rec
+		to, _ := InstanceTable.Next(inst.m.State(), EventTaskDone)
+		ir.State = string(to)
+		if ir, err = tx.PutInstance(ir); err == nil {
+			inst.rec = ir
+		}
 		return err
 	})
 	if err != nil {
@@ -249,22 +272,23 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done not recorded; not acked (the agent re-sends)")
 		return
 	}
-	if !rc.Duplicate {
-		if t != nil {
-			if review {
-				from := t.m.State()
-				t.rec = stored
-				_ = t.m.Fire(TaskEventDone) // Can, checked above: stored with the task_done
-				f.fireLocked(inst, EventTaskDone, nil)
-				f.publishLocked(Change{Kind: ChangeTaskState, Agent: a.name, InstanceID: inst.id, TaskID: t.rec.TaskID,
-					Event: string(TaskEventDone), From: string(from), To: t.rec.State})
-			} else if fresh, err := f.store.GetTask(fr.TaskID); err == nil {
-				t.rec = fresh
-			}
-			t.markDoneLocked()
+	var after []func()
+	if inst != nil {
+		d := &drive{inst: inst, a: a, c: c, td: &td}
+		_, after, _, err = f.stepLocked(d, coreInput{Kind: inRecorded, TaskID: fr.TaskID, Duplicate: rc.Duplicate, Review: review})
+		if err != nil {
+			f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; instance state not stored")
 		}
+	} else if t != nil && !rc.Duplicate {
+		if t.rec.InstanceID == td.InstanceID {
+			t.rec.LastDone = &td
+		}
+		t.markDoneLocked()
 	}
 	f.mu.Unlock()
+	for _, fn := range after {
+		fn()
+	}
 	if err := c.TrySend(&transport.TaskDoneAckFrame{Header: transport.Header{TraceID: fr.TraceID}, TaskID: fr.TaskID, Seq: fr.Seq}); err != nil {
 		f.log.Warn().Err(err).Str("task", fr.TaskID).Msg("task_done_ack not sent; the agent re-sends")
 	}

@@ -50,6 +50,9 @@ type instance struct {
 	gone *WorkerGoneError
 	// aborts counts Abort calls: an abort's deadline applies to it alone.
 	aborts uint64
+	// runStarted: an agent_start was seen since the open task's prompt
+	// (or feedback) was sent (coreView.RunStarted).
+	runStarted bool
 }
 
 func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.Machine[InstanceState, InstanceEvent]) *instance {
@@ -482,33 +485,47 @@ func (i *Instance) Prompt(ctx context.Context, text string, opts PromptOptions) 
 // While the agent's send queue is full it waits for room as long as ctx
 // allows.
 func (i *Instance) PromptAsync(ctx context.Context, text string, opts PromptOptions) (*Run, error) {
-	return i.f.prompt(ctx, i.id, text, "", opts)
+	return i.f.prompt(ctx, i.id, text, opts)
 }
 
-func (f *Fleet) prompt(ctx context.Context, id, text, taskID string, opts PromptOptions) (*Run, error) {
+// prompt sends an untracked prompt (Submit sends the tracked ones).
+func (f *Fleet) prompt(ctx context.Context, id, text string, opts PromptOptions) (*Run, error) {
 	var r *Run
 	err := f.whileQueueFull(ctx, "prompt "+id, func() (err error) {
-		r, err = f.promptLocked(id, text, taskID, opts)
+		r, err = f.promptLocked(id, text, opts)
 		return err
 	})
 	return r, err
 }
 
-func (f *Fleet) promptLocked(id, text, taskID string, opts PromptOptions) (*Run, error) {
+func (f *Fleet) promptLocked(id, text string, opts PromptOptions) (*Run, error) {
 	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
 	if err != nil {
 		return nil, err
 	}
 	st := inst.m.State()
 	review := st == StateAwaitingReview || st == StateVerifying || st == StateEscalated
-	if !inst.m.Can(EventPromptDelivered) && !(review && taskID == "") {
+	if !inst.m.Can(EventPromptDelivered) && !review {
 		return nil, &StateError{Kind: "instance", ID: id, State: string(st), Op: "prompt"}
 	}
 	if inst.run != nil {
 		return nil, &StateError{Kind: "instance", ID: id, State: string(st) + " (a prompt is in flight)", Op: "prompt"}
 	}
+	r, err := f.startRunLocked(inst, c, text, "", opts)
+	if err != nil {
+		return nil, err
+	}
+	if !review {
+		f.fireLocked(inst, EventPromptDelivered, nil)
+	}
+	return r, nil
+}
+
+// startRunLocked sends a prompt (tracked with taskID, or not) and starts
+// the Run that settles with it.
+func (f *Fleet) startRunLocked(inst *instance, c *transport.Conn, text, taskID string, opts PromptOptions) (*Run, error) {
 	cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: text})
-	fr := &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: id, Command: cmd, TaskID: taskID}
+	fr := &transport.RPCFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, InstanceID: inst.id, Command: cmd, TaskID: taskID}
 	if err := trySend(c, fr); err != nil {
 		return nil, err
 	}
@@ -517,12 +534,6 @@ func (f *Fleet) promptLocked(id, text, taskID string, opts PromptOptions) (*Run,
 	inst.tally = pirpc.Tally{}
 	if opts.OnEvent != nil {
 		inst.listeners[r] = opts.OnEvent
-	}
-	if taskID != "" {
-		inst.openTask = taskID
-	}
-	if !review {
-		f.fireLocked(inst, EventPromptDelivered, nil)
 	}
 	return r, nil
 }
@@ -561,20 +572,15 @@ func (f *Fleet) sendCommand(ctx context.Context, id, what string, cmd pirpc.Comm
 func (i *Instance) Abort(ctx context.Context) error {
 	f := i.f
 	return f.whileQueueFull(ctx, "abort "+i.id, func() error {
-		inst, _, c, err := f.lookupLocked(i.id, trust.OpSteer)
+		inst, a, c, err := f.lookupLocked(i.id, trust.OpSteer)
 		if err != nil {
 			return err
 		}
-		if !inst.m.Can(EventAbortRequested) {
+		_, _, ok, err := f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inAbort})
+		if !ok {
 			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "abort"}
 		}
-		if err := f.sendAbortLocked(inst, c); err != nil {
-			return err
-		}
-		f.endTaskLocked(inst, TaskEventAborted)
-		f.fireLocked(inst, EventAbortRequested, nil)
-		f.armAbortDeadlineLocked(inst)
-		return nil
+		return err
 	})
 }
 
@@ -592,7 +598,14 @@ func (f *Fleet) armAbortDeadlineLocked(inst *instance) {
 			return
 		}
 		f.log.Warn().Str("instance", inst.id).Dur("after", f.cfg.AbortTimeout).Msg("abort not confirmed in time; the run goes on")
-		f.fireLocked(inst, EventAbortTimedOut, nil)
+		a := f.agents[inst.agent]
+		d := &drive{inst: inst, a: a}
+		if a != nil {
+			d.c = a.conn
+		}
+		if _, _, _, err := f.stepLocked(d, coreInput{Kind: inAbortTimeout}); err != nil {
+			f.log.Error().Err(err).Str("instance", inst.id).Msg("abort deadline")
+		}
 	})
 }
 
@@ -619,15 +632,12 @@ func (i *Instance) Stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !inst.m.Can(EventStopRequested) {
+		var ok bool
+		w, _, ok, err = f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inStop})
+		if !ok {
 			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "stop"}
 		}
-		if w, err = f.sendStopLocked(inst, a, c); err != nil {
-			return err
-		}
-		f.endTaskLocked(inst, TaskEventStopped)
-		f.fireLocked(inst, EventStopRequested, nil)
-		return nil
+		return err
 	})
 	if err != nil {
 		return err

@@ -75,7 +75,6 @@ var fleetChecks = fsmtest.Checks{
 		fsmtest.Cover(fleet.TaskTable,
 			fsmtest.Unfired{Src: "revising", Event: "workerGone", Dst: "aborted", Reason: "no test holds revising (see the instance table)"},
 			fsmtest.Unfired{Src: "revising", Event: "stopped", Dst: "stopped", Reason: "the SDK refuses Stop in revising"},
-			fsmtest.Unfired{Src: "running", Event: "promptLost", Dst: "failed", Reason: "not driven yet"},
 		),
 		fsmtest.Cover(transport.ConnectionTable),
 	},

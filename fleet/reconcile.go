@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
 )
@@ -119,12 +118,21 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 // dead worker) and everybody waiting on it gets a *WorkerGoneError.
 // Nothing happens to an instance that already ended.
 func (f *Fleet) workerGoneLocked(inst *instance, reason string) bool {
-	if InstanceTable.IsFinal(inst.m.State()) || !inst.m.Can(EventWorkerGone) {
-		return false
+	_, _, ok, err := f.stepLocked(f.driveLocked(inst), coreInput{Kind: inWorkerGone, Reason: reason})
+	if err != nil {
+		f.log.Error().Err(err).Str("instance", inst.id).Msg("worker gone")
 	}
-	f.endTaskLocked(inst, TaskEventWorkerGone)
-	inst.gone = &WorkerGoneError{InstanceID: inst.id, Reason: reason}
-	return f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) { r.EndReason = "worker gone: " + reason })
+	return ok
+}
+
+// driveLocked is a drive of inst over its agent's current connection
+// (none while it is not established).
+func (f *Fleet) driveLocked(inst *instance) *drive {
+	d := &drive{inst: inst, a: f.agents[inst.agent]}
+	if d.a != nil {
+		d.c = d.a.conn
+	}
+	return d
 }
 
 // onWorkerExitedLocked handles an agent's exit notice. An exit the server
@@ -162,30 +170,11 @@ func exitReason(fr *transport.WorkerExitedFrame) string {
 // applySnapshotLocked fires the reconcile outcome of a live worker and
 // re-sends the command of a state that was waiting for the connection.
 func (f *Fleet) applySnapshotLocked(a *agentState, c *transport.Conn, inst *instance, streaming bool) {
-	switch inst.m.State() {
-	case StateUnreachable:
-		if streaming {
-			f.fireLocked(inst, EventReconnectedRunning, nil)
-		} else {
-			f.fireLocked(inst, EventReconnectedIdle, nil)
-			inst.completeRunLocked(inst.tally.LastAssistantText, nil)()
-		}
-	case StateAborting:
-		if streaming {
-			_ = f.sendAbortLocked(inst, c)
-		} else {
-			f.fireLocked(inst, EventAbortConfirmed, nil)
-			inst.completeRunLocked(inst.tally.LastAssistantText, nil)()
-		}
-	case StateStopping:
-		if _, err := f.sendStopLocked(inst, a, c); err != nil {
-			f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: stop not re-sent")
-		}
-	case StateRevising:
-		if t := f.tasks[inst.openTask]; t != nil {
-			if err := f.deliverFeedbackLocked(t, inst, a, c); err != nil {
-				f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: feedback not re-sent")
-			}
-		}
+	_, after, _, err := f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inSnapshot, Streaming: streaming})
+	if err != nil {
+		f.log.Warn().Err(err).Str("instance", inst.id).Str("state", string(inst.m.State())).Msg("reconcile: command not re-sent")
+	}
+	for _, fn := range after {
+		fn()
 	}
 }

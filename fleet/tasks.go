@@ -9,7 +9,6 @@ import (
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/transport"
-	"example.com/pifleet/transport/pirpc"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -19,6 +18,20 @@ type task struct {
 	rec  serverstore.Task
 	m    fsmkit.Machine[TaskState, TaskEvent]
 	done chan struct{} // closed on its first task_done
+	// failed is closed (and err set) when the task ended without a
+	// task_done and never will have one (TaskFailed).
+	failed chan struct{}
+	err    error
+}
+
+// failLocked ends the task's waiters with err.
+func (t *task) failLocked(err error) {
+	select {
+	case <-t.failed:
+	default:
+		t.err = err
+		close(t.failed)
+	}
 }
 
 // newTask is a task record with its machine restored from rec.State.
@@ -27,7 +40,7 @@ func newTask(rec serverstore.Task) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &task{rec: rec, m: m, done: make(chan struct{})}, nil
+	return &task{rec: rec, m: m, done: make(chan struct{}), failed: make(chan struct{})}, nil
 }
 
 // open reports whether the task still waits for its worker or its
@@ -162,7 +175,8 @@ func (t *Task) Done() <-chan struct{} {
 }
 
 // Wait waits until the task's first task_done was recorded and returns
-// the task's record then. When the worker dies first (or its task_done
+// the task's record then. A task whose prompt was lost in flight (it
+// failed: see TaskFailed) returns an error that errors.Is ErrPromptLost. When the worker dies first (or its task_done
 // only reports it aborted by the worker's end), Wait returns at once with
 // a *WorkerGoneError (errors.Is(err, ErrWorkerGone)); when the instance
 // was stopped before the task finished, with ErrInstanceEnded.
@@ -183,12 +197,16 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 	select {
 	case <-tk.done:
 	case <-ended:
+	case <-tk.failed:
 	case <-ctx.Done():
 		return t.Info(), ctx.Err()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info := infoOf(tk.rec)
+	if tk.err != nil {
+		return info, tk.err
+	}
 	done := false
 	select {
 	case <-tk.done:
@@ -225,129 +243,131 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 	f.mu.Unlock()
 	// The session is named after its task before the task starts.
 	f.nameForTask(ctx, i.id, id, text)
-	f.mu.Lock()
-	t, _ := newTask(serverstore.Task{TaskID: id, InstanceID: i.id, Machine: inst.agent,
-		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects})
-	// Recorded before it is sent: a task_done can never name a task the
-	// store does not know.
-	f.persistTaskLocked(t)
-	f.tasks[id] = t
-	f.mu.Unlock()
-	if _, err := f.prompt(ctx, i.id, text, id, opts); err != nil {
-		f.mu.Lock()
-		delete(f.tasks, id)
-		_, _ = f.store.DeleteTask(id)
-		f.mu.Unlock()
+	err := f.whileQueueFull(ctx, "submit to "+i.id, func() error {
+		return f.submitLocked(i.id, id, text, opts)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &Task{f: f, id: id}, nil
 }
 
-// reviewLocked returns the task, its instance and the agent connection
-// for a verdict, firing the implicit reviewStarted from awaiting_review.
-func (f *Fleet) reviewLocked(taskID, op string, from ...InstanceState) (*task, *instance, *agentState, *transport.Conn, error) {
+// submitLocked records the task and sends its prompt. On any failure
+// nothing of the task remains (a full queue makes Submit try again).
+func (f *Fleet) submitLocked(instanceID, id, text string, opts PromptOptions) error {
+	inst, a, c, err := f.lookupLocked(instanceID, trust.OpSteer)
+	if err != nil {
+		return err
+	}
+	if inst.run != nil {
+		return &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()) + " (a prompt is in flight)", Op: "submit a task to"}
+	}
+	t, _ := newTask(serverstore.Task{TaskID: id, InstanceID: instanceID, Machine: inst.agent,
+		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects})
+	// Recorded before it is sent (the plan persists it first): a
+	// task_done can never name a task the store does not know, and a
+	// write that fails is Submit's error.
+	d := &drive{inst: inst, a: a, c: c, newTask: t, prompt: text, opts: opts}
+	_, _, ok, err := f.stepLocked(d, coreInput{Kind: inSubmit, TaskID: id})
+	if !ok {
+		return &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()), Op: "submit a task to"}
+	}
+	if err != nil {
+		if inst.openTask == id {
+			inst.openTask = ""
+		}
+		delete(f.tasks, id)
+		if d.persisted {
+			if _, derr := f.store.DeleteTask(id); derr != nil {
+				f.log.Error().Err(derr).Str("task", id).Msg("task not sent, and its record not removed")
+			}
+		}
+	}
+	return err
+}
+
+// verdictLocked returns the task's instance and its agent connection for
+// a review step.
+func (f *Fleet) verdictLocked(taskID, op string) (*drive, error) {
 	t := f.tasks[taskID]
 	if t == nil {
-		return nil, nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownTask, taskID)
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, taskID)
 	}
 	inst, a, c, err := f.lookupLocked(t.rec.InstanceID, trust.OpSteer)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	if inst.openTask != taskID {
-		return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: string(t.m.State()), Op: op}
+		return nil, &StateError{Kind: "task", ID: taskID, State: string(t.m.State()), Op: op}
 	}
-	if inst.m.State() == StateAwaitingReview {
-		f.fireLocked(inst, EventReviewStarted, nil)
-		f.fireTaskLocked(t, TaskEventReviewStarted)
-	}
-	for _, s := range from {
-		if inst.m.State() == s {
-			return t, inst, a, c, nil
+	return &drive{inst: inst, a: a, c: c}, nil
+}
+
+// review runs one review step of the task (the implicit start of the
+// review included) and returns the waiter of a stop it sent. Every plan
+// of a review step queues its frame before it changes anything (but the
+// start of the review, which a second attempt finds done): on a full
+// queue it is made again once there is room, as long as ctx allows.
+func (t *Task) review(ctx context.Context, op string, in coreInput) (*drive, *waiter, error) {
+	f := t.f
+	var (
+		d *drive
+		w *waiter
+	)
+	err := f.whileQueueFull(ctx, op+" "+t.id, func() error {
+		var err error
+		if d, err = f.verdictLocked(t.id, op); err != nil {
+			return err
 		}
-	}
-	return nil, nil, nil, nil, &StateError{Kind: "task", ID: taskID, State: string(inst.m.State()), Op: op}
+		var ok bool
+		w, _, ok, err = f.stepLocked(d, in)
+		if !ok {
+			return &StateError{Kind: "task", ID: t.id, State: string(d.inst.m.State()), Op: op}
+		}
+		return err
+	})
+	return d, w, err
 }
 
 // StartReview marks the start of the application's review
 // (awaiting_review → verifying). Verdicts start it implicitly.
-func (t *Task) StartReview(context.Context) error {
-	t.f.mu.Lock()
-	defer t.f.mu.Unlock()
-	_, _, _, _, err := t.f.reviewLocked(t.id, "review", StateVerifying)
+func (t *Task) StartReview(ctx context.Context) error {
+	_, _, err := t.review(ctx, "review", coreInput{Kind: inReview})
 	return err
 }
 
 // Accept accepts the task (task_accept): with DispositionKeepIdle the
 // worker stays idle for the next task; with DispositionStop it is stopped
-// and Accept waits for the agent's stopped answer.
+// and Accept waits for the agent's stopped answer. The verdict is stored
+// in one transaction with the instance's new state.
 func (t *Task) Accept(ctx context.Context, disposition transport.Disposition) error {
-	f := t.f
-	var (
-		inst *instance
-		w    *waiter
-	)
-	err := f.whileQueueFull(ctx, "accept "+t.id, func() error {
-		tk, in, a, c, err := f.reviewLocked(t.id, "accept", StateVerifying)
-		if err != nil {
-			return err
-		}
-		inst = in
-		w, err = f.acceptLocked(tk, inst, a, c, disposition, "application")
-		return err
-	})
-	if err != nil || w == nil {
+	disposition, err := checkDisposition(disposition)
+	if err != nil {
 		return err
 	}
-	return f.awaitEnd(ctx, inst, w)
+	return t.finish(ctx, "accept", coreInput{Kind: inAccept, Disposition: disposition, By: "application"})
 }
 
-func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transport.Conn, disposition transport.Disposition, by string) (*waiter, error) {
-	if disposition == "" {
-		disposition = transport.DispositionStop
+// finish runs a verdict and waits for the stop it sent, if any.
+func (t *Task) finish(ctx context.Context, op string, in coreInput) error {
+	d, w, err := t.review(ctx, op, in)
+	if w == nil || d == nil {
+		return err
 	}
-	if disposition != transport.DispositionStop && disposition != transport.DispositionKeepIdle {
-		return nil, fmt.Errorf("fleet: accept: disposition %q is neither stop nor keep_idle", disposition)
+	if aerr := t.f.awaitEnd(ctx, d.inst, w); aerr != nil {
+		return aerr
 	}
-	accept := &transport.TaskAcceptFrame{Header: transport.Header{TraceID: tk.rec.TraceID},
-		TaskID: tk.rec.TaskID, Disposition: disposition, Deliver: transport.DeliverNone}
-	if disposition == transport.DispositionKeepIdle {
-		// A TypeScript agent does not handle task_accept (it would answer
-		// unexpected_frame): the verdict is the server's alone there. A
-		// pifleet agent answers keep_idle with an instances frame, which
-		// needs no handling.
-		if a.pifleet {
-			if err := trySend(c, accept); err != nil {
-				return nil, err
-			}
-		}
-		tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
-		f.fireLocked(inst, EventTaskAccepted, nil)
-		f.fireTaskLocked(tk, TaskEventAccepted)
-		inst.openTask = ""
-		f.fireTaskLocked(tk, TaskEventDispositionDone)
-		f.fireLocked(inst, EventKeptIdle, nil)
-		return nil, nil
+	return err
+}
+
+func checkDisposition(d transport.Disposition) (transport.Disposition, error) {
+	switch d {
+	case "":
+		return transport.DispositionStop, nil
+	case transport.DispositionStop, transport.DispositionKeepIdle:
+		return d, nil
 	}
-	// stop: a pifleet agent stops the worker on task_accept and answers
-	// stopped; a TypeScript agent gets a stop.
-	var w *waiter
-	var err error
-	if a.pifleet {
-		w, err = f.requestLocked(a, c, accept, f.stopAnswer(inst))
-	} else {
-		w, err = f.sendStopLocked(inst, a, c)
-	}
-	if err != nil {
-		return nil, err
-	}
-	tk.rec.Verdict, tk.rec.Disposition = "accepted by "+by, string(disposition)
-	f.fireLocked(inst, EventTaskAccepted, nil)
-	f.fireTaskLocked(tk, TaskEventAccepted)
-	inst.openTask = ""
-	f.fireTaskLocked(tk, TaskEventDispositionDone)
-	f.fireLocked(inst, EventStopRequested, nil)
-	return w, nil
+	return "", fmt.Errorf("fleet: accept: disposition %q is neither stop nor keep_idle", d)
 }
 
 // Reject sends the task back with feedback (task_reject), which the worker
@@ -355,74 +375,14 @@ func (f *Fleet) acceptLocked(tk *task, inst *instance, a *agentState, c *transpo
 // rejection after review.maxRejects escalates instead (escalated: a human
 // decides with Decide); it reports escalated true then.
 func (t *Task) Reject(ctx context.Context, feedback string) (escalated bool, err error) {
-	f := t.f
-	err = f.whileQueueFull(ctx, "reject "+t.id, func() error {
-		tk, inst, a, c, err := f.reviewLocked(t.id, "reject", StateVerifying)
-		if err != nil {
-			return err
-		}
-		ev := RejectionEvent(tk.rec.Rejects, tk.rec.MaxRejects)
-		fb := serverstore.Feedback{At: f.cfg.Now(), Text: feedback, By: "application"}
-		if ev == EventMaxRejectsExceeded {
-			tk.rec.Rejects++
-			tk.rec.Feedback = append(tk.rec.Feedback, fb)
-			f.fireLocked(inst, EventMaxRejectsExceeded, nil)
-			f.fireTaskLocked(tk, TaskEventMaxRejectsExceeded)
-			f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: tk.rec.TaskID,
-				Message: fmt.Sprintf("rejected %d times (maxRejects %d): a human decides", tk.rec.Rejects, tk.rec.MaxRejects)})
-			escalated = true
-			return nil
-		}
-		// Queued before anything changes: on a full queue the rejection
-		// is made again once there is room, or not at all.
-		if err := trySend(c, feedbackFrame(tk, inst, a, feedback)); err != nil {
-			return err
-		}
-		tk.rec.Rejects++
-		fb.Delivered = true
-		tk.rec.Feedback = append(tk.rec.Feedback, fb)
-		f.fireLocked(inst, EventTaskRejected, nil)
-		f.fireTaskLocked(tk, TaskEventRejected)
-		f.feedbackDeliveredLocked(tk, inst)
-		return nil
-	})
+	d, _, err := t.review(ctx, "reject", coreInput{Kind: inReject, Text: feedback})
+	if d == nil {
+		return false, err
+	}
+	t.f.mu.Lock()
+	escalated = d.inst.m.State() == StateEscalated
+	t.f.mu.Unlock()
 	return escalated, err
-}
-
-// deliverFeedbackLocked sends the latest undelivered feedback of tk:
-// task_reject to a pifleet agent, a tracked prompt "Revision requested:
-// …" with the same task id to a TypeScript agent. Once queued,
-// feedbackDelivered moves the instance back to running.
-func (f *Fleet) deliverFeedbackLocked(tk *task, inst *instance, a *agentState, c *transport.Conn) error {
-	n := len(tk.rec.Feedback)
-	if n == 0 || tk.rec.Feedback[n-1].Delivered {
-		return nil
-	}
-	if err := trySend(c, feedbackFrame(tk, inst, a, tk.rec.Feedback[n-1].Text)); err != nil {
-		return err // stays revising; sent again after a reconnect
-	}
-	tk.rec.Feedback[n-1].Delivered = true
-	f.feedbackDeliveredLocked(tk, inst)
-	return nil
-}
-
-// feedbackFrame carries a rejection's feedback to the worker:
-// task_reject to a pifleet agent, a tracked prompt "Revision requested:
-// …" with the same task id to a TypeScript agent.
-func feedbackFrame(tk *task, inst *instance, a *agentState, text string) transport.Frame {
-	if a.pifleet {
-		return &transport.TaskRejectFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, TaskID: tk.rec.TaskID, Feedback: text}
-	}
-	cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: "Revision requested: " + text})
-	return &transport.RPCFrame{Header: transport.Header{TraceID: tk.rec.TraceID}, InstanceID: inst.id, Command: cmd, TaskID: tk.rec.TaskID}
-}
-
-// feedbackDeliveredLocked moves a revising instance back to running once
-// its feedback is queued (feedbackDelivered) and stores the task.
-func (f *Fleet) feedbackDeliveredLocked(tk *task, inst *instance) {
-	inst.tally = pirpc.Tally{}
-	f.fireLocked(inst, EventFeedbackDelivered, nil)
-	f.fireTaskLocked(tk, TaskEventFeedbackDelivered)
 }
 
 // Verdict is a human's decision on an escalated task.
@@ -437,29 +397,15 @@ type Verdict struct {
 // Decide applies a human's verdict to an escalated task (escalated →
 // verifying, then the verdict).
 func (t *Task) Decide(ctx context.Context, v Verdict) error {
-	f := t.f
-	f.mu.Lock()
-	tk, inst, a, c, err := f.reviewLocked(t.id, "decide", StateEscalated)
-	if err != nil {
-		f.mu.Unlock()
-		return err
-	}
-	f.fireLocked(inst, EventHumanDecided, nil)
-	f.fireTaskLocked(tk, TaskEventHumanDecided)
+	in := coreInput{Kind: inDecide, Accept: v.Accept, Text: v.Feedback}
 	if v.Accept {
-		w, err := f.acceptLocked(tk, inst, a, c, v.Disposition, "human")
-		f.mu.Unlock()
-		if err != nil || w == nil {
+		d, err := checkDisposition(v.Disposition)
+		if err != nil {
 			return err
 		}
-		return f.awaitEnd(ctx, inst, w)
+		in.Disposition = d
 	}
-	defer f.mu.Unlock()
-	tk.rec.Rejects++
-	tk.rec.Feedback = append(tk.rec.Feedback, serverstore.Feedback{At: f.cfg.Now(), Text: v.Feedback, By: "human"})
-	f.fireLocked(inst, EventTaskRejected, nil)
-	f.fireTaskLocked(tk, TaskEventRejected)
-	return f.deliverFeedbackLocked(tk, inst, a, c)
+	return t.finish(ctx, "decide", in)
 }
 
 // Tasks returns every tracked task.

@@ -1,0 +1,530 @@
+package fleet
+
+import (
+	"fmt"
+	"strings"
+
+	"example.com/pifleet/transport"
+)
+
+// The decision core of an instance and its open task: decide takes what
+// the fleet knows of one instance (a coreView) and one input (a frame, a
+// reconcile snapshot, an SDK call, a timer) and returns the plan, an
+// ordered list of effects: the transitions of the instance's and the
+// task's machines, and what the driver must do (send a frame, persist,
+// ack, notify the application, release waiters). decide does no I/O,
+// takes no lock and starts nothing; it is tested by the transcripts in
+// testdata/core (core_test.go).
+//
+// The driver (applyLocked) carries the plan out in order and stops at the
+// first effect that fails (a frame that cannot be queued, a write that
+// does not reach the disk): what the plan puts before a send or a
+// persist has happened, what it puts after has not, and the caller sees
+// the error. So a plan orders "durable before the effect it licenses":
+// the task record before the prompt, the verdict (task and instance in
+// one transaction) before the instance is used again.
+
+// coreView is what decide knows of one instance and its open task.
+type coreView struct {
+	Instance InstanceState
+	// Connected: the agent's connection is established.
+	Connected bool
+	// Pifleet: the agent speaks the pifleet additions (task_accept,
+	// task_reject).
+	Pifleet bool
+	// TaskID is the instance's open task ("" when none); Task its state.
+	TaskID string
+	Task   TaskState
+	// Rejects so far and the task's maxRejects.
+	Rejects, MaxRejects int
+	// FeedbackPending: the latest feedback is not delivered yet.
+	FeedbackPending bool
+	// RunStarted: the worker started a run (agent_start) since the open
+	// task's prompt or feedback was sent.
+	RunStarted bool
+}
+
+// inputKind names what happened.
+type inputKind string
+
+const (
+	inSubmit       inputKind = "submit"        // SDK Submit: TaskID
+	inTaskDone     inputKind = "task_done"     // frame: TaskID
+	inRecorded     inputKind = "recorded"      // the task_done is durable: TaskID, Duplicate
+	inReview       inputKind = "review"        // SDK StartReview
+	inAccept       inputKind = "accept"        // SDK Accept: Disposition, By
+	inReject       inputKind = "reject"        // SDK Reject: Text
+	inDecide       inputKind = "decide"        // SDK Decide: Accept, Disposition, Text
+	inAbort        inputKind = "abort"         // SDK Abort
+	inStop         inputKind = "stop"          // SDK Stop
+	inWorkerGone   inputKind = "worker_gone"   // frame or reconcile: Reason
+	inSnapshot     inputKind = "snapshot"      // reconcile: a live worker's get_state (Streaming)
+	inSettled      inputKind = "settled"       // frame: agent_settled
+	inAbortTimeout inputKind = "abort_timeout" // timer: the abort's deadline passed
+	inRestore      inputKind = "restore"       // New: the instance as the state file has it (Disposition of its task)
+)
+
+func canInstance(s InstanceState, ev InstanceEvent) bool {
+	_, ok := InstanceTable.Next(s, ev)
+	return ok
+}
+func canTask(s TaskState, ev TaskEvent) bool { _, ok := TaskTable.Next(s, ev); return ok }
+
+// coreInput is one input; the fields its kind does not use are zero.
+type coreInput struct {
+	Kind        inputKind
+	TaskID      string
+	Duplicate   bool
+	Review      bool // inRecorded: the record changed the task's state with it
+	Disposition transport.Disposition
+	By          string
+	Accept      bool
+	Text        string
+	Streaming   bool
+	Reason      string
+}
+
+// effectKind names what the driver does.
+type effectKind string
+
+const (
+	fxInstance  effectKind = "instance"  // fire Event on the instance's machine
+	fxTask      effectKind = "task"      // fire TaskEvent on the task's machine
+	fxOpen      effectKind = "open"      // a new task (TaskID) becomes the instance's open task
+	fxDetach    effectKind = "detach"    // the instance has no open task any more
+	fxSend      effectKind = "send"      // queue Frame on the agent connection
+	fxPersist   effectKind = "persist"   // write Task and/or Instance records in one transaction
+	fxRecord    effectKind = "record"    // record the task_done durably (Review: with its task's new state)
+	fxAck       effectKind = "ack"       // task_done_ack
+	fxNotify    effectKind = "notify"    // queue the report for the application
+	fxDone      effectKind = "done"      // the task's first task_done: release Task.Done
+	fxVerdict   effectKind = "verdict"   // note the verdict on the task (By, Disposition)
+	fxFeedback  effectKind = "feedback"  // add a rejection (Text, By) and count it
+	fxDelivered effectKind = "delivered" // the latest feedback was queued
+	fxEscalate  effectKind = "escalate"  // tell subscribers a human must decide
+	fxGone      effectKind = "gone"      // the worker died by itself (Reason)
+	fxEnd       effectKind = "end"       // the instance is final: fail everybody waiting on it
+	fxFailTask  effectKind = "fail"      // the task can no longer finish: fail its waiters (Reason)
+	fxComplete  effectKind = "complete"  // the prompt in flight settled: release its waiters
+	fxTimer     effectKind = "timer"     // arm the abort's deadline
+)
+
+// Frames the core asks for (effect.Frame).
+const (
+	frPrompt         = "prompt"          // the tracked prompt
+	frTaskAccept     = "task_accept"     // with Disposition
+	frTaskReject     = "task_reject"     // the feedback, pifleet agents
+	frRevisionPrompt = "revision_prompt" // the feedback as a tracked prompt, TypeScript agents
+	frAbort          = "abort"
+	frStop           = "stop"
+)
+
+// effect is one step of a plan.
+type effect struct {
+	Kind        effectKind
+	Event       InstanceEvent
+	TaskEvent   TaskEvent
+	TaskID      string
+	Frame       string
+	Disposition transport.Disposition
+	// Task and Instance say which records a persist writes.
+	Task, Instance bool
+	Review         bool
+	// Pending: the feedback to send is the task's latest, not Text.
+	Pending  bool
+	Text, By string
+	Reason   string
+}
+
+// String is the effect as a transcript shows it.
+func (e effect) String() string {
+	switch e.Kind {
+	case fxInstance:
+		return "instance " + string(e.Event)
+	case fxTask:
+		return "task " + string(e.TaskEvent)
+	case fxOpen:
+		return "open " + e.TaskID
+	case fxSend:
+		switch {
+		case e.Disposition != "":
+			return "send " + e.Frame + " " + string(e.Disposition)
+		case e.Pending:
+			return "send " + e.Frame + " (the pending feedback)"
+		case e.Frame == frTaskReject || e.Frame == frRevisionPrompt:
+			return fmt.Sprintf("send %s %q", e.Frame, e.Text)
+		}
+		return "send " + e.Frame
+	case fxPersist:
+		var what []string
+		if e.Task {
+			what = append(what, "task")
+		}
+		if e.Instance {
+			what = append(what, "instance")
+		}
+		return "persist " + strings.Join(what, "+")
+	case fxRecord:
+		if e.Review {
+			return "record task_done with review"
+		}
+		return "record task_done"
+	case fxVerdict:
+		return fmt.Sprintf("verdict accepted by %s, %s", e.By, e.Disposition)
+	case fxFeedback:
+		return fmt.Sprintf("feedback by %s: %q", e.By, e.Text)
+	case fxGone, fxFailTask:
+		return string(e.Kind) + ": " + e.Reason
+	}
+	return string(e.Kind)
+}
+
+// plan builds a plan on a copy of the view, firing only what the
+// machines allow.
+type plan struct {
+	v                    coreView
+	fx                   []effect
+	taskDirty, instDirty bool
+}
+
+func (p *plan) add(e effect) { p.fx = append(p.fx, e) }
+
+// instance fires ev when the instance's state allows it; the
+// reachability rule (idle and running mean reachable) follows at once.
+func (p *plan) instance(ev InstanceEvent) bool {
+	to, ok := InstanceTable.Next(p.v.Instance, ev)
+	if !ok {
+		return false
+	}
+	if !(reachabilityState(p.v.Instance) && reachabilityState(to)) {
+		p.instDirty = true
+	}
+	p.v.Instance = to
+	p.add(effect{Kind: fxInstance, Event: ev})
+	if (to == StateIdle || to == StateRunning) && !p.v.Connected {
+		p.instance(EventConnectionLost)
+	}
+	if InstanceTable.IsFinal(to) {
+		p.add(effect{Kind: fxEnd})
+	}
+	return true
+}
+
+// task fires ev on the open task when its state allows it.
+func (p *plan) task(ev TaskEvent) bool {
+	if p.v.TaskID == "" {
+		return false
+	}
+	to, ok := TaskTable.Next(p.v.Task, ev)
+	if !ok {
+		return false
+	}
+	p.v.Task = to
+	p.taskDirty = true
+	p.add(effect{Kind: fxTask, TaskEvent: ev})
+	return true
+}
+
+func (p *plan) detach() {
+	if p.v.TaskID != "" {
+		p.add(effect{Kind: fxDetach})
+		p.v.TaskID, p.v.Task, p.v.Rejects, p.v.FeedbackPending = "", "", 0, false
+	}
+}
+
+// persist writes what changed since the last persist, in one transaction.
+func (p *plan) persist() {
+	if !p.taskDirty && !p.instDirty {
+		return
+	}
+	p.add(effect{Kind: fxPersist, Task: p.taskDirty, Instance: p.instDirty})
+	p.taskDirty, p.instDirty = false, false
+}
+
+func (p *plan) send(frame string) { p.add(effect{Kind: fxSend, Frame: frame}) }
+
+// review fires the implicit start of the review from awaiting_review.
+func (p *plan) review() {
+	if p.v.Instance == StateAwaitingReview {
+		p.instance(EventReviewStarted)
+		p.task(TaskEventReviewStarted)
+		p.persist()
+	}
+}
+
+// accept is a verdict; human says a human took up the escalated task.
+// Its frame is queued before anything changes: a send that fails (a full
+// queue) leaves the task as it was, to be accepted again.
+func (p *plan) accept(d transport.Disposition, by string, human bool) {
+	switch {
+	case p.v.Pifleet:
+		p.add(effect{Kind: fxSend, Frame: frTaskAccept, Disposition: d})
+	case d == transport.DispositionStop:
+		p.send(frStop)
+	}
+	// (keep_idle to a TypeScript agent: it does not handle task_accept;
+	// the verdict is the server's alone.)
+	if human {
+		p.instance(EventHumanDecided)
+		p.task(TaskEventHumanDecided)
+	}
+	p.add(effect{Kind: fxVerdict, By: by, Disposition: d})
+	p.taskDirty = true
+	p.instance(EventTaskAccepted)
+	p.task(TaskEventAccepted)
+	p.task(TaskEventDispositionDone)
+	p.detach()
+	if d == transport.DispositionKeepIdle {
+		p.instance(EventKeptIdle)
+	} else {
+		p.instance(EventStopRequested)
+	}
+	p.persist() // the verdict, one transaction: no restart finds it half done
+}
+
+// reject is a rejection; a human's is delivered whatever the count. The
+// feedback is queued before anything changes, as a verdict is.
+func (p *plan) reject(text, by string, human bool) {
+	if !human && TaskRejectionEvent(p.v.Rejects, p.v.MaxRejects) == TaskEventMaxRejectsExceeded {
+		p.add(effect{Kind: fxFeedback, Text: text, By: by})
+		p.taskDirty = true
+		p.v.Rejects++
+		p.v.FeedbackPending = true
+		p.instance(EventMaxRejectsExceeded)
+		p.task(TaskEventMaxRejectsExceeded)
+		p.persist()
+		p.add(effect{Kind: fxEscalate})
+		return
+	}
+	p.sendFeedback(text, false)
+	if human {
+		p.instance(EventHumanDecided)
+		p.task(TaskEventHumanDecided)
+	}
+	p.add(effect{Kind: fxFeedback, Text: text, By: by})
+	p.v.Rejects++
+	p.instance(EventTaskRejected)
+	p.task(TaskEventRejected)
+	p.delivered()
+}
+
+func (p *plan) sendFeedback(text string, pending bool) {
+	frame := frRevisionPrompt
+	if p.v.Pifleet {
+		frame = frTaskReject
+	}
+	p.add(effect{Kind: fxSend, Frame: frame, Text: text, Pending: pending})
+}
+
+// delivered: the feedback is queued; the worker runs again.
+func (p *plan) delivered() {
+	p.add(effect{Kind: fxDelivered})
+	p.v.FeedbackPending = false
+	p.taskDirty = true
+	p.instance(EventFeedbackDelivered)
+	p.task(TaskEventFeedbackDelivered)
+	p.persist()
+}
+
+// deliver sends the pending feedback of a revising task (a rejection
+// recorded by an older server, or whose send failed).
+func (p *plan) deliver() {
+	if p.v.Instance != StateRevising || !p.v.FeedbackPending {
+		return
+	}
+	p.sendFeedback("", true)
+	p.delivered()
+}
+
+// decide returns the plan for in, and false when the input is refused in
+// the view's state (an SDK call: the caller gets a *StateError; a frame
+// or a snapshot: stale, nothing to do).
+func decide(v coreView, in coreInput) ([]effect, bool) {
+	p := &plan{v: v}
+	switch in.Kind {
+	case inSubmit:
+		if v.TaskID != "" || !canInstance(v.Instance, EventPromptDelivered) {
+			return nil, false
+		}
+		p.add(effect{Kind: fxOpen, TaskID: in.TaskID})
+		p.v.TaskID, p.v.Task = in.TaskID, TaskTable.Initial()
+		p.add(effect{Kind: fxPersist, Task: true}) // Submit returns only once the task is durable
+		p.send(frPrompt)
+		p.instance(EventPromptDelivered)
+
+	case inTaskDone:
+		review := v.TaskID == in.TaskID && in.TaskID != "" &&
+			canTask(v.Task, TaskEventDone) && canInstance(v.Instance, EventTaskDone)
+		p.add(effect{Kind: fxRecord, Review: review})
+
+	case inRecorded:
+		if !in.Duplicate {
+			if in.Review && v.TaskID == in.TaskID {
+				// The record stored the task's and the instance's new
+				// states with the report, in its transaction.
+				p.task(TaskEventDone)
+				p.instance(EventTaskDone)
+				p.taskDirty, p.instDirty = false, false
+			}
+			p.add(effect{Kind: fxDone, TaskID: in.TaskID})
+		}
+		p.add(effect{Kind: fxAck})
+		if !in.Duplicate {
+			p.add(effect{Kind: fxNotify})
+		}
+
+	case inReview:
+		p.review()
+		if p.v.Instance != StateVerifying {
+			return nil, false
+		}
+
+	case inAccept:
+		p.review()
+		if p.v.Instance != StateVerifying {
+			return nil, false
+		}
+		p.accept(in.Disposition, in.By, false)
+
+	case inReject:
+		p.review()
+		if p.v.Instance != StateVerifying {
+			return nil, false
+		}
+		p.reject(in.Text, "application", false)
+
+	case inDecide:
+		p.review()
+		if p.v.Instance != StateEscalated {
+			return nil, false
+		}
+		if in.Accept {
+			p.accept(in.Disposition, "human", true)
+		} else {
+			p.reject(in.Text, "human", true)
+		}
+
+	case inAbort:
+		if !canInstance(v.Instance, EventAbortRequested) {
+			return nil, false
+		}
+		p.send(frAbort)
+		p.task(TaskEventAborted) // its task_done, which follows, opens no review
+		p.detach()
+		p.instance(EventAbortRequested)
+		p.persist()
+		p.add(effect{Kind: fxTimer})
+
+	case inStop:
+		if !canInstance(v.Instance, EventStopRequested) {
+			return nil, false
+		}
+		p.send(frStop)
+		p.task(TaskEventStopped)
+		p.detach()
+		p.instance(EventStopRequested)
+		p.persist()
+
+	case inWorkerGone:
+		if !canInstance(v.Instance, EventWorkerGone) {
+			return nil, false
+		}
+		p.task(TaskEventWorkerGone) // its task_done, if any follows, opens no review of a dead worker
+		p.detach()
+		p.add(effect{Kind: fxGone, Reason: in.Reason})
+		p.instance(EventWorkerGone)
+		p.persist()
+
+	case inSettled:
+		switch {
+		case v.Instance == StateRunning && v.TaskID == "":
+			p.instance(EventSettledUntracked)
+		case v.Instance == StateAborting:
+			p.instance(EventAbortConfirmed)
+		}
+		p.add(effect{Kind: fxComplete})
+
+	case inAbortTimeout:
+		if !p.instance(EventAbortTimedOut) {
+			return nil, false
+		}
+
+	case inRestore:
+		// A verdict stored by an older server in more than one write may
+		// have stopped half-way (accepted, its disposition not carried
+		// out): finish it as the verdict said.
+		if v.Instance != StateAccepted {
+			return nil, false
+		}
+		p.task(TaskEventDispositionDone)
+		p.detach()
+		if in.Disposition == transport.DispositionKeepIdle {
+			p.instance(EventKeptIdle)
+		} else {
+			p.instance(EventStopRequested) // sent once the agent is connected again
+		}
+		p.persist()
+
+	case inSnapshot:
+		switch v.Instance {
+		case StateUnreachable:
+			if in.Streaming {
+				p.instance(EventReconnectedRunning)
+				break
+			}
+			if v.TaskID != "" && v.Task == TaskRunning && v.Pifleet && !v.RunStarted {
+				// The worker is idle, and it never started a run for the
+				// task: a pifleet agent numbers every event and the
+				// reconnect replayed the ones missed (events_since), so an
+				// agent_start would have been seen before this snapshot.
+				// The prompt never reached the worker, and no task_done
+				// can come: the task ends failed instead of running
+				// forever. (A run that did start ends with a task_done,
+				// which may trail this snapshot: it opens the review from
+				// idle.)
+				p.task(TaskEventPromptLost)
+				p.add(effect{Kind: fxFailTask, TaskID: v.TaskID,
+					Reason: "the prompt never reached the worker: after a reconnect it was idle, and no task_done came"})
+				p.detach()
+				p.persist()
+			}
+			p.instance(EventReconnectedIdle)
+			p.add(effect{Kind: fxComplete})
+		case StateAborting:
+			if in.Streaming {
+				p.send(frAbort)
+				break
+			}
+			p.instance(EventAbortConfirmed)
+			p.add(effect{Kind: fxComplete})
+		case StateStopping:
+			p.send(frStop)
+		case StateRevising:
+			p.deliver()
+		}
+	}
+	return p.fx, true
+}
+
+// after is the view once plan was carried out in full (the transcripts
+// follow the view from input to input with it).
+func (v coreView) after(plan []effect) coreView {
+	for _, e := range plan {
+		switch e.Kind {
+		case fxInstance:
+			v.Instance, _ = InstanceTable.Next(v.Instance, e.Event)
+		case fxTask:
+			v.Task, _ = TaskTable.Next(v.Task, e.TaskEvent)
+		case fxOpen:
+			v.TaskID, v.Task, v.FeedbackPending, v.RunStarted = e.TaskID, TaskTable.Initial(), false, false
+		case fxDetach:
+			v.TaskID, v.Task, v.Rejects, v.FeedbackPending = "", "", 0, false
+		case fxFeedback:
+			v.Rejects++
+			v.FeedbackPending = true
+		case fxDelivered:
+			v.FeedbackPending, v.RunStarted = false, false
+		}
+	}
+	return v
+}

@@ -1,0 +1,245 @@
+package fleet
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"example.com/pifleet/transport"
+)
+
+var updateTranscripts = flag.Bool("update-transcripts", false, "rewrite the expected output of testdata/core/*.txt")
+
+// TestCoreTranscripts runs the decision core on the transcripts in
+// testdata/core. A transcript is a list of lines:
+//
+//	# a comment, kept
+//	view instance=idle connected pifleet max=3   sets the view
+//	> submit t1                                  one input
+//	open t1                                      the plan decide returns, one effect a line
+//	= instance=running task=t1:running ...       the view once the plan was carried out
+//
+// Each input is followed by its plan (or "refused") and the view after
+// it; the next input starts from that view. go test -run
+// TestCoreTranscripts -update-transcripts rewrites the expected lines.
+func TestCoreTranscripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/core/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+			got := runTranscript(t, want)
+			if *updateTranscripts {
+				if err := os.WriteFile(file, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s differs (-want +got); rerun with -update-transcripts if the change is intended:\n%s", file, d)
+			}
+		})
+	}
+}
+
+// runTranscript keeps the comments, views and inputs of lines and
+// recomputes everything else.
+func runTranscript(t *testing.T, lines []string) []string {
+	var out []string
+	var v coreView
+	lastReview := false
+	for n, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
+			out = append(out, line)
+		case strings.HasPrefix(line, "view "):
+			var err error
+			if v, err = parseView(strings.TrimPrefix(line, "view ")); err != nil {
+				t.Fatalf("line %d: %v", n+1, err)
+			}
+			out = append(out, "view "+formatView(v))
+		case strings.HasPrefix(line, "> "):
+			in, err := parseInput(strings.TrimPrefix(line, "> "))
+			if err != nil {
+				t.Fatalf("line %d: %v", n+1, err)
+			}
+			if in.Kind == inRecorded {
+				in.Review = lastReview && !in.Duplicate
+			}
+			out = append(out, line)
+			plan, ok := decide(v, in)
+			if !ok {
+				out = append(out, "refused")
+				continue
+			}
+			if len(plan) == 0 {
+				out = append(out, "nothing")
+			}
+			for _, e := range plan {
+				out = append(out, e.String())
+				if e.Kind == fxRecord {
+					lastReview = e.Review
+				}
+			}
+			v = v.after(plan)
+			out = append(out, "= "+formatView(v))
+		default:
+			// An expected line: recomputed.
+		}
+	}
+	return out
+}
+
+func parseView(s string) (coreView, error) {
+	var v coreView
+	for _, f := range strings.Fields(s) {
+		k, val, _ := strings.Cut(f, "=")
+		switch k {
+		case "instance":
+			v.Instance = InstanceState(val)
+		case "task":
+			id, st, _ := strings.Cut(val, ":")
+			v.TaskID, v.Task = id, TaskState(st)
+		case "rejects":
+			v.Rejects, _ = strconv.Atoi(val)
+		case "max":
+			v.MaxRejects, _ = strconv.Atoi(val)
+		case "connected":
+			v.Connected = true
+		case "pifleet":
+			v.Pifleet = true
+		case "pending":
+			v.FeedbackPending = true
+		case "started":
+			v.RunStarted = true
+		default:
+			return v, fmt.Errorf("unknown view field %q", f)
+		}
+	}
+	if _, err := InstanceTable.Restore(v.Instance); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+func formatView(v coreView) string {
+	s := "instance=" + string(v.Instance)
+	if v.TaskID != "" {
+		s += " task=" + v.TaskID + ":" + string(v.Task)
+	}
+	s += fmt.Sprintf(" rejects=%d max=%d", v.Rejects, v.MaxRejects)
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}} {
+		if f.on {
+			s += " " + f.name
+		}
+	}
+	return s
+}
+
+// parseInput reads "kind args…"; a quoted argument is a text.
+func parseInput(s string) (coreInput, error) {
+	kind, rest, _ := strings.Cut(s, " ")
+	in := coreInput{Kind: inputKind(kind)}
+	var text string
+	if i := strings.Index(rest, `"`); i >= 0 {
+		q, err := strconv.Unquote(rest[i:])
+		if err != nil {
+			return in, fmt.Errorf("text %s: %w", rest[i:], err)
+		}
+		text, rest = q, rest[:i]
+	}
+	args := strings.Fields(rest)
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch in.Kind {
+	case inSubmit, inTaskDone:
+		in.TaskID = arg(0)
+	case inRecorded:
+		in.TaskID = arg(0)
+		in.Duplicate = arg(1) == "duplicate"
+	case inAccept, inRestore:
+		in.Disposition, in.By = transport.Disposition(arg(0)), "application"
+	case inReject:
+		in.Text = text
+	case inDecide:
+		in.Accept = arg(0) == "accept"
+		in.Disposition, in.Text = transport.Disposition(arg(1)), text
+	case inSnapshot:
+		in.Streaming = arg(0) == "streaming"
+	case inWorkerGone:
+		in.Reason = text
+	case inReview, inAbort, inStop, inSettled, inAbortTimeout:
+	default:
+		return in, fmt.Errorf("unknown input %q", kind)
+	}
+	return in, nil
+}
+
+// TestCoreRefusesWhatTheTablesRefuse: whatever the view, a plan fires
+// only edges of the tables, each from the state the previous one left.
+func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
+	inputs := []coreInput{
+		{Kind: inSubmit, TaskID: "t"}, {Kind: inTaskDone, TaskID: "t"}, {Kind: inRecorded, TaskID: "t", Review: true},
+		{Kind: inRecorded, TaskID: "t", Duplicate: true}, {Kind: inReview},
+		{Kind: inAccept, Disposition: transport.DispositionKeepIdle, By: "application"},
+		{Kind: inAccept, Disposition: transport.DispositionStop, By: "application"},
+		{Kind: inReject, Text: "no"}, {Kind: inDecide, Accept: true, Disposition: transport.DispositionStop},
+		{Kind: inDecide, Text: "again"}, {Kind: inAbort}, {Kind: inStop}, {Kind: inWorkerGone, Reason: "x"},
+		{Kind: inSnapshot}, {Kind: inSnapshot, Streaming: true}, {Kind: inSettled}, {Kind: inAbortTimeout},
+		{Kind: inRestore, Disposition: transport.DispositionKeepIdle},
+	}
+	tasks := append([]TaskState{""}, TaskTable.States()...)
+	for _, is := range InstanceTable.States() {
+		for _, ts := range tasks {
+			for flags := range 16 {
+				v := coreView{Instance: is, Task: ts, Connected: flags&1 != 0, Pifleet: flags&2 != 0,
+					FeedbackPending: flags&4 != 0, RunStarted: flags&8 != 0, MaxRejects: 1}
+				if ts != "" {
+					v.TaskID = "t"
+				}
+				for _, in := range inputs {
+					plan, ok := decide(v, in)
+					if !ok {
+						continue
+					}
+					cur := v
+					for _, e := range plan {
+						switch e.Kind {
+						case fxInstance:
+							next, ok := InstanceTable.Next(cur.Instance, e.Event)
+							if !ok {
+								t.Fatalf("%+v, %+v: instance %s refuses %s", v, in, cur.Instance, e.Event)
+							}
+							cur.Instance = next
+						case fxTask:
+							next, ok := TaskTable.Next(cur.Task, e.TaskEvent)
+							if !ok {
+								t.Fatalf("%+v, %+v: task %s refuses %s", v, in, cur.Task, e.TaskEvent)
+							}
+							cur.Task = next
+						}
+					}
+				}
+			}
+		}
+	}
+}
