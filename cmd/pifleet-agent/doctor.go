@@ -119,8 +119,20 @@ func (d *DoctorCmd) checkStateDir(context.Context) (string, error) {
 	if err := errors.Join(werr, cerr); err != nil {
 		return "", fmt.Errorf("%s is not writable: %w", d.StateDir, err)
 	}
+	if free, ok := freeSpace(d.StateDir); ok {
+		if free < lowStateSpace {
+			// The agent keeps working on a full disk, but refuses spawns and
+			// holds task reports in memory until they can be written.
+			return "", warning{fmt.Sprintf("%s writable, but only %d MiB free: spawns fail and task reports wait in memory when it fills up", d.StateDir, free>>20)}
+		}
+		return fmt.Sprintf("%s writable, %d MiB free", d.StateDir, free>>20), nil
+	}
 	return d.StateDir + " writable", nil
 }
+
+// lowStateSpace is the free space under which doctor warns about the state
+// directory.
+const lowStateSpace = 64 << 20
 
 func (d *DoctorCmd) checkTailscale(ctx context.Context) (string, error) {
 	ts := &identity.Tailscale{Binary: d.Tailscale}

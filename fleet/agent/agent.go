@@ -71,8 +71,16 @@ type Agent struct {
 
 	outboxKick chan struct{}
 	deliverMu  sync.Mutex // one delivery pass or replay at a time
-	hooks      testHooks
-	connSeq    atomic.Uint64
+
+	// storeMu orders task_done writes with the ones waiting in unstored
+	// (their write failed; storeLoop writes them again, storeKick wakes it).
+	storeMu       sync.Mutex
+	unstored      []unstoredDone
+	storeErr      error
+	storeErrSince time.Time
+	storeKick     chan struct{}
+	hooks         testHooks
+	connSeq       atomic.Uint64
 
 	runCtx    context.Context
 	runCancel context.CancelFunc
@@ -127,6 +135,7 @@ func New(cfg Config) (*Agent, error) {
 		peers:      map[*peer]struct{}{},
 		instances:  map[string]*instance{},
 		outboxKick: make(chan struct{}, 1),
+		storeKick:  make(chan struct{}, 1),
 		runCtx:     ctx,
 		runCancel:  cancel,
 		git:        worktree.Git{Bin: cfg.Git, Env: cfg.Env},
@@ -167,6 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.reconcileWorktrees(ctx)
 	a.wg.Go(func() { a.deliverLoop(ctx) })
+	a.wg.Go(func() { a.storeLoop(ctx) })
 	a.wg.Go(func() { a.reportLoop(ctx) })
 	for _, addr := range a.cfg.Dial {
 		a.wg.Go(func() { a.dialServer(ctx, addr) })
@@ -655,11 +665,13 @@ func errorFrame(req transport.Frame, code, msg string) *transport.ErrorFrame {
 // testHooks let the package's tests wait for events they cannot see on
 // the wire, instead of sleeping.
 type testHooks struct {
-	bound       func(net.Addr)
-	taskDone    func(agentstore.Entry)
-	command     func([]string) []string // rewrites the worker executable
-	peerDropped func(key string)        // a peer fell behind and was closed
-	peerGone    func(key string)        // a peer's connection ended
+	bound    func(net.Addr)
+	taskDone func(agentstore.Entry)
+	// taskDoneUnstored: a task_done could not be stored and waits.
+	taskDoneUnstored func(taskID string)
+	command          func([]string) []string // rewrites the worker executable
+	peerDropped      func(key string)        // a peer fell behind and was closed
+	peerGone         func(key string)        // a peer's connection ended
 	// spawnHold is called at each named point of a spawn (spawnPoint).
 	spawnHold func(point string)
 }

@@ -5,19 +5,51 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jpillora/backoff"
+
 	"example.com/pifleet/fleet/agent/internal/agentstore"
 	"example.com/pifleet/fleet/agent/internal/worker"
 	"example.com/pifleet/transport"
 )
 
 // finishTask stores f in the outbox (committed before anything is sent)
-// and wakes the delivery loop, which sends it to owner first.
+// and wakes the delivery loop, which sends it to owner first. A report
+// that cannot be stored (a full or failing disk) is never dropped: it is
+// kept in memory, in order with the ones after it, and written again by
+// storeLoop until it is stored (see Health).
 func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
 	a.addWorktreeStat(f)
+	a.storeMu.Lock()
+	defer a.storeMu.Unlock()
+	if len(a.unstored) == 0 {
+		err := a.storeDone(f, owner)
+		if err == nil {
+			return
+		}
+		a.storeFailedLocked(err, f.TaskID)
+	}
+	// Behind the ones already waiting: the outbox keeps the order.
+	a.unstored = append(a.unstored, unstoredDone{frame: f, owner: owner})
+	if a.hooks.taskDoneUnstored != nil {
+		a.hooks.taskDoneUnstored(f.TaskID)
+	}
+	select {
+	case a.storeKick <- struct{}{}:
+	default:
+	}
+}
+
+// unstoredDone is a task_done whose outbox write failed.
+type unstoredDone struct {
+	frame *transport.TaskDoneFrame
+	owner string
+}
+
+// storeDone writes f to the outbox and, once it is there, lets it go.
+func (a *Agent) storeDone(f *transport.TaskDoneFrame, owner string) error {
 	e, err := a.store.Put(f, owner)
 	if err != nil {
-		a.log.Error().Err(err).Str("taskId", f.TaskID).Msg("cannot store task_done; it is lost")
-		return
+		return err
 	}
 	a.rememberTask(f.TaskID, f.InstanceID)
 	if a.hooks.taskDone != nil {
@@ -26,6 +58,93 @@ func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
 	a.log.Info().Str("taskId", f.TaskID).Str("instanceId", f.InstanceID).Str("status", string(f.Status)).
 		Uint64("seq", uint64(e.Seq)).Msg("task done")
 	a.kickOutbox()
+	return nil
+}
+
+// storeFailedLocked records a failed outbox write (storeMu held).
+func (a *Agent) storeFailedLocked(err error, taskID string) {
+	if a.storeErr == nil {
+		a.storeErrSince = a.cfg.Now()
+	}
+	a.storeErr = err
+	a.log.Error().Err(err).Str("taskId", taskID).Int("waiting", len(a.unstored)+1).
+		Msg("cannot store task_done: it is kept in memory and written again until the disk takes it; free space in the state directory")
+}
+
+// Bounds of storeLoop's backoff between attempts.
+const (
+	storeRetryMin = 100 * time.Millisecond
+	storeRetryMax = 10 * time.Second
+)
+
+// storeLoop writes the task_done frames that could not be stored again,
+// oldest first, backing off from storeRetryMin to storeRetryMax between
+// attempts, until every one is stored.
+func (a *Agent) storeLoop(ctx context.Context) {
+	b := &backoff.Backoff{Min: storeRetryMin, Max: storeRetryMax, Factor: 2}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			a.storeMu.Lock()
+			if n := len(a.unstored); n > 0 {
+				a.log.Error().Int("waiting", n).
+					Msg("stopping with task_done reports not stored; a restarted agent reports their tasks again from its worker records")
+			}
+			a.storeMu.Unlock()
+			return
+		case <-a.storeKick:
+		case <-timer.C:
+		}
+		a.storeMu.Lock()
+		for len(a.unstored) > 0 {
+			u := a.unstored[0]
+			if err := a.storeDone(u.frame, u.owner); err != nil {
+				a.storeErr = err
+				a.log.Warn().Err(err).Int("waiting", len(a.unstored)).Msg("task_done still cannot be stored")
+				break
+			}
+			a.unstored[0] = unstoredDone{}
+			a.unstored = a.unstored[1:]
+		}
+		waiting := len(a.unstored)
+		if waiting == 0 && a.storeErr != nil {
+			a.log.Info().Dur("after", a.cfg.Now().Sub(a.storeErrSince)).Msg("task_done reports stored again: the state directory takes writes")
+			a.storeErr = nil
+		}
+		a.storeMu.Unlock()
+		if waiting == 0 {
+			b.Reset()
+			continue
+		}
+		timer.Reset(b.Duration())
+	}
+}
+
+// Health is the agent's account of what it could not do on its own.
+type Health struct {
+	// UnstoredTaskDones counts the task reports the agent could not write
+	// to its database (a full or failing disk). They are kept in memory
+	// and written again until the disk takes them; none is sent, or can
+	// be acknowledged, before that.
+	UnstoredTaskDones int
+	// StoreError is the last failed write of a task report ("" once every
+	// report is stored), failing since StoreErrorSince.
+	StoreError      string
+	StoreErrorSince time.Time
+}
+
+// Health reports the agent's condition.
+func (a *Agent) Health() Health {
+	a.storeMu.Lock()
+	defer a.storeMu.Unlock()
+	h := Health{UnstoredTaskDones: len(a.unstored)}
+	if a.storeErr != nil {
+		h.StoreError, h.StoreErrorSince = a.storeErr.Error(), a.storeErrSince
+	}
+	return h
 }
 
 func (a *Agent) kickOutbox() {
