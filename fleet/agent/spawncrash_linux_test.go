@@ -52,3 +52,32 @@ func TestKill9DuringSpawnLeavesNoWorker(t *testing.T) {
 		})
 	}
 }
+
+// A worker that a restarted agent cannot re-adopt (here its stored spec
+// is gone) is reported lost, as before, and its worker is stopped too:
+// reported lost, it must not run on unseen.
+func TestUnadoptableWorkerIsStopped(t *testing.T) {
+	h1 := newHarness(t, hopts{})
+	c := h1.dial(t)
+	c.hello()
+	inst := c.mustSpawn("s", h1.cwd, "default", nil)
+	if inst.PID == nil {
+		t.Fatal("spawned without a pid")
+	}
+	pid := int(*inst.PID)
+	if err := h1.a.store.DeleteKV(specKeyPrefix + inst.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	h1.a.Close() // the worker keeps running under its shim
+
+	h2 := newHarness(t, hopts{stateDir: h1.cfg.StateDir, agentDir: h1.agentDir, cwd: h1.cwd, registry: h1.registry})
+	d := h2.dial(t)
+	d.hello()
+	l := d.roundTrip("l").Instances
+	if len(l) != 1 || l[0].InstanceID != inst.InstanceID || l[0].State != transport.InstanceLost {
+		t.Fatalf("after the restart: %+v", l)
+	}
+	if p, ok := processes(t)[pid]; ok && p.state != 'Z' {
+		t.Errorf("the lost instance's worker %v still runs", p)
+	}
+}
