@@ -24,7 +24,7 @@ func FuzzJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, canonical, err := jsjson.ParseCanonical(data)
 		if valid := json.Valid(data); (err == nil) != valid {
-			if err != nil && valid && depth(data) > jsjson.MaxDepth {
+			if err != nil && valid && jsontest.Depth(data) > jsjson.MaxDepth {
 				return // deeper than we accept on purpose
 			}
 			t.Fatalf("Parse error %v, but json.Valid = %v for %q", err, valid, data)
@@ -54,27 +54,6 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("Parse and encoding/json disagree on %q (-json +jsjson):\n%s", data, d)
 		}
 	})
-}
-
-func depth(data []byte) int {
-	d, most := 0, 0
-	inString, escaped := false, false
-	for _, c := range data {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == '[' || c == '{'):
-			d++
-			most = max(most, d)
-		case !inString && (c == ']' || c == '}'):
-			d--
-		}
-	}
-	return most
 }
 
 func finite(v jsjson.Value) bool {

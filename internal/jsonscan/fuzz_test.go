@@ -39,8 +39,8 @@ func FuzzJSON(f *testing.F) {
 		}
 		// A depth limit only refuses what is nested deeper than it.
 		limited := jsonscan.Scanner{MaxDepth: 3}
-		if _, _, lerr := limited.Check(b); valid && (lerr == nil) != (maxDepth(b) <= 3) {
-			t.Fatalf("MaxDepth 3: error %v for %q, nested %d deep", lerr, b, maxDepth(b))
+		if _, _, lerr := limited.Check(b); valid && (lerr == nil) != (jsontest.Depth(b) <= 3) {
+			t.Fatalf("MaxDepth 3: error %v for %q, nested %d deep", lerr, b, jsontest.Depth(b))
 		}
 
 		i := jsonscan.SkipSpace(b, 0)
@@ -119,26 +119,4 @@ func decode(t *testing.T, sc *jsonscan.Scanner, v []byte) any {
 		t.Skip("beyond float64, which encoding/json refuses")
 	}
 	return f
-}
-
-// maxDepth is the nesting of a valid value.
-func maxDepth(b []byte) int {
-	d, most := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == '[' || c == '{'):
-			d++
-			most = max(most, d)
-		case !inString && (c == ']' || c == '}'):
-			d--
-		}
-	}
-	return most
 }

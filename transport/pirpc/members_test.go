@@ -44,13 +44,7 @@ func fuzzSeeds(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	if raw, err := os.ReadFile("testdata/pi-0.73.1-transcript.jsonl"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(nil, 1<<20)
-		for i := 0; sc.Scan() && i < 40; i++ {
-			f.Add(append([]byte(nil), sc.Bytes()...))
-		}
-	}
+	addTranscriptSeeds(f)
 }
 
 // FuzzJSON: ParseRecord (the fast path where it applies) returns exactly
@@ -149,4 +143,15 @@ func FuzzDecodeStateMatchesStd(f *testing.F) {
 			t.Fatalf("%q: model\n got %+v\nwant %+v", data, *got.Model, *want.Model)
 		}
 	})
+}
+
+// addTranscriptSeeds adds the first lines of a real pi transcript.
+func addTranscriptSeeds(f *testing.F) {
+	if raw, err := os.ReadFile("testdata/pi-0.73.1-transcript.jsonl"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(nil, 1<<20)
+		for i := 0; sc.Scan() && i < 40; i++ {
+			f.Add(append([]byte(nil), sc.Bytes()...))
+		}
+	}
 }

@@ -2,7 +2,6 @@ package pirpc
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -214,13 +213,7 @@ func FuzzParseRecord(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	if raw, err := os.ReadFile("testdata/pi-0.73.1-transcript.jsonl"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(nil, 1<<20)
-		for i := 0; sc.Scan() && i < 40; i++ {
-			f.Add(append([]byte(nil), sc.Bytes()...))
-		}
-	}
+	addTranscriptSeeds(f)
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, err := ParseRecord(line)
 		if err != nil {

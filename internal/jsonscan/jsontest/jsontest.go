@@ -92,3 +92,26 @@ func parseCorpusFile(s string) ([]byte, error) {
 	v, err := strconv.Unquote(lit)
 	return []byte(v), err
 }
+
+// Depth is the nesting of arrays and objects in b, counted outside
+// strings (for b that is valid JSON, its depth).
+func Depth(b []byte) int {
+	d, most := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '[' || c == '{'):
+			d++
+			most = max(most, d)
+		case !inString && (c == ']' || c == '}'):
+			d--
+		}
+	}
+	return most
+}
