@@ -19,11 +19,11 @@
 package jsjson
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"example.com/pifleet/internal/jsonscan"
 )
@@ -284,11 +284,16 @@ func cmpUint(a, b uint64) int {
 
 // str returns the string at b.data[i] and the index after it.
 func (b *builder) str(i int) (string, int) {
-	end, esc := jsonscan.SkipString(b.data, i)
-	body := b.data[i+1 : end-1]
-	if !esc && jsonscan.PlainASCII(body) {
-		return b.text[i+1 : end-1], end
+	// Most strings are plain ASCII: find their closing quote eight bytes
+	// at a time, in the same pass that checks they need no decoding.
+	j := i + 1 + plainASCIIPrefix(b.text[i+1:])
+	for j < len(b.text) && b.text[j] >= 0x20 && b.text[j] < utf8.RuneSelf && b.text[j] != '"' && b.text[j] != '\\' {
+		j++
 	}
+	if b.text[j] == '"' {
+		return b.text[i+1 : j], j + 1
+	}
+	end, esc := jsonscan.SkipString(b.data, i)
 	b.canonical = false // escapes and non-ASCII text: re-encode to be sure
 	return jsonscan.Unquote(b.data[i:end], esc), end
 }
@@ -300,8 +305,19 @@ func (b *builder) number(i int) (Value, int) {
 	end := jsonscan.SkipNumber(b.data, i)
 	tok := b.data[i:end]
 	f, _ := jsonscan.ParseNumber(tok)
-	if len(tok) > 15 || bytes.ContainsAny(tok, ".eE") || string(tok) == "-0" {
+	if len(tok) > 15 || string(tok) == "-0" || !isInteger(tok) {
 		b.canonical = false // not an integer Append writes the same way
 	}
 	return Value{Kind: Number, Num: f}, end
+}
+
+// isInteger reports whether the valid number token tok has neither a
+// fraction nor an exponent.
+func isInteger(tok []byte) bool {
+	for _, c := range tok {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
 }

@@ -159,7 +159,10 @@ func (sc *Scanner) SkipValue(b []byte, i int) int {
 	if i = SkipSpace(b, i); i >= len(b) {
 		return sc.fail(i, "unexpected end of input")
 	}
-	return sc.valueEnd(b, i, 0)
+	if end := sc.valueEnd(b, i, 0); end >= 0 {
+		return end
+	}
+	return sc.valueFailure(b, i)
 }
 
 // containers is the stack of open containers: bit k of objs says whether
@@ -227,7 +230,7 @@ func (sc *Scanner) skipContainer(b []byte, i, outer int) int {
 		open  containers
 		isKey bool // the string being scanned is an object key
 		c     byte
-		start int // where the string being scanned starts
+		start int // where the scalar being scanned starts
 	)
 	limit := unlimited // how many levels may open here
 	if sc.MaxDepth > 0 {
@@ -265,35 +268,21 @@ value: // A value is expected at b[i].
 		open.push(sc, false)
 		goto value
 	case 't':
-		if j := skipLiteral(b, i, "true"); j >= 0 {
-			i = j
-			goto ended
-		}
-		return sc.fail(i, whyLiteral)
+		start, i = i, skipLiteral(b, i, "true")
 	case 'f':
-		if j := skipLiteral(b, i, "false"); j >= 0 {
-			i = j
-			goto ended
-		}
-		return sc.fail(i, whyLiteral)
+		start, i = i, skipLiteral(b, i, "false")
 	case 'n':
-		if j := skipLiteral(b, i, "null"); j >= 0 {
-			i = j
-			goto ended
-		}
-		return sc.fail(i, whyLiteral)
+		start, i = i, skipLiteral(b, i, "null")
 	case ' ', '\t', '\n', '\r':
 		i = SkipSpace(b, i+1)
 		goto value
+	default:
+		start, i = i, SkipNumber(b, i)
 	}
-	if j := SkipNumber(b, i); j >= 0 {
-		i = j
-		goto ended
+	if i < 0 {
+		return sc.scalarFailure(b, start)
 	}
-	if c == '-' || '0' <= c && c <= '9' {
-		return sc.fail(i, whyNumber)
-	}
-	return sc.fail(i, whyValue)
+	goto ended
 
 key: // An object key is expected at b[i] (whitespace already skipped).
 	if i >= len(b) {
@@ -305,11 +294,10 @@ key: // An object key is expected at b[i] (whitespace already skipped).
 	isKey = true
 
 str: // b[i] is the opening quote of a string.
-	start = i
 	for i++; ; {
 		i = PlainEnd(b, i)
 		if i >= len(b) {
-			return sc.fail(start, whyString)
+			return sc.fail(i, whyString)
 		}
 		c = b[i]
 		if c == '"' {
@@ -319,7 +307,7 @@ str: // b[i] is the opening quote of a string.
 		switch {
 		case c == '\\': // skipEscape, written out: this loop makes no calls
 			if i+1 >= len(b) {
-				return sc.fail(start, whyString)
+				return sc.fail(i, whyString)
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -386,7 +374,8 @@ ended: // A value ended just before b[i]: close containers or go on.
 
 // valueEnd returns the index after the value starting at b[i] (not
 // whitespace), nested in outer levels, or -1 when it is not valid JSON.
-// Scalars, the common case, need no stack.
+// Scalars, the common case, need no stack; their failures are recorded
+// by valueFailure, off this path.
 func (sc *Scanner) valueEnd(b []byte, i, outer int) int {
 	switch b[i] {
 	case '"':
@@ -394,33 +383,40 @@ func (sc *Scanner) valueEnd(b []byte, i, outer int) int {
 			return end + 1
 		}
 		end, _ := SkipString(b, i)
-		if end < 0 {
-			return sc.stringFailure(b, i)
-		}
 		return end
 	case '{', '[':
 		return sc.skipContainer(b, i, outer)
 	case 't':
-		return sc.literal(b, i, "true")
+		return skipLiteral(b, i, "true")
 	case 'f':
-		return sc.literal(b, i, "false")
+		return skipLiteral(b, i, "false")
 	case 'n':
-		return sc.literal(b, i, "null")
+		return skipLiteral(b, i, "null")
 	}
-	if end := SkipNumber(b, i); end >= 0 {
-		return end
+	return SkipNumber(b, i)
+}
+
+// valueFailure records why valueEnd(b, i) returned -1 and returns -1. A
+// container has recorded its own failure.
+func (sc *Scanner) valueFailure(b []byte, i int) int {
+	switch b[i] {
+	case '{', '[':
+		return -1
+	case '"':
+		return sc.stringFailure(b, i)
 	}
-	if c := b[i]; c == '-' || '0' <= c && c <= '9' {
+	return sc.scalarFailure(b, i)
+}
+
+// scalarFailure records why the number or literal at b[i] is invalid.
+func (sc *Scanner) scalarFailure(b []byte, i int) int {
+	switch c := b[i]; {
+	case c == 't' || c == 'f' || c == 'n':
+		return sc.fail(i, whyLiteral)
+	case c == '-' || '0' <= c && c <= '9':
 		return sc.fail(i, whyNumber)
 	}
 	return sc.fail(i, whyValue)
-}
-
-func (sc *Scanner) literal(b []byte, i int, lit string) int {
-	if end := skipLiteral(b, i, lit); end >= 0 {
-		return end
-	}
-	return sc.fail(i, whyLiteral)
 }
 
 // stringFailure records why the string at b[i], which SkipString refused,
@@ -532,7 +528,17 @@ func (sc *Scanner) AppendMembers(ms []Member, b []byte, i int) ([]Member, int, K
 		} else {
 			return ms, sc.stringFailure(b, i), keys
 		}
-		keys.add(&m, b)
+		// keys.add, written out: a call per member is measurable here.
+		if m.KeyEsc {
+			keys.Distinct = false
+		} else {
+			m.Sig = KeySig(b[m.KeyStart:m.KeyEnd])
+			bit := KeyBit(m.Sig)
+			if keys.Bits&bit != 0 {
+				keys.Distinct = false
+			}
+			keys.Bits |= bit
+		}
 		i = int(m.KeyEnd) + 1
 		if i < len(b) && b[i] == ':' {
 			i++
@@ -546,7 +552,7 @@ func (sc *Scanner) AppendMembers(ms []Member, b []byte, i int) ([]Member, int, K
 		}
 		m.ValStart = int32(i)
 		if i = sc.valueEnd(b, i, 1); i < 0 {
-			return ms, -1, keys
+			return ms, sc.valueFailure(b, int(m.ValStart)), keys
 		}
 		m.ValEnd = int32(i)
 		ms = append(ms, m)
