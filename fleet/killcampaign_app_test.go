@@ -44,6 +44,9 @@ type appDelivery struct {
 	Instance string `json:"instance"`
 	Seq      int64  `json:"seq"`
 	Status   string `json:"status"`
+	Summary  string `json:"summary"`
+	// PID is the application process that was handed the report.
+	PID int `json:"pid"`
 }
 
 // appVerdict is what the application does with a task awaiting review,
@@ -121,7 +124,8 @@ func runCampaignApp(args []string) int {
 		fleet.WithLogger(log.Level(max(level, zerolog.InfoLevel)).With().Str("component", "fleet").Logger()),
 		fastDialer,
 		fleet.WithTaskDone(func(r fleet.TaskReport) {
-			line, _ := json.Marshal(appDelivery{Key: r.Key.String(), Task: r.TaskID, Instance: r.InstanceID, Seq: r.Seq, Status: r.Status})
+			line, _ := json.Marshal(appDelivery{Key: r.Key.String(), Task: r.TaskID, Instance: r.InstanceID, Seq: r.Seq,
+				Status: r.Status, Summary: r.Summary, PID: os.Getpid()})
 			if _, err := out.Write(append(line, '\n')); err != nil {
 				log.Fatal().Err(err).Msg("delivery log") // the report must not count as heard
 			}

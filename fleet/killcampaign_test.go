@@ -334,9 +334,6 @@ func (o *outcome) bad(counter *int, format string, args ...any) {
 func (c *campaign) count(stuck string) outcome {
 	c.t.Helper()
 	o := outcome{Kills: c.kills}
-	if stuck != "" {
-		o.bad(&o.Stuck, "the final run did not drain within %v: %s", drainWait, stuck)
-	}
 	if c.app != nil {
 		c.app.kill9() // drained and gone, or stuck
 	}
@@ -364,9 +361,17 @@ func (c *campaign) count(stuck string) outcome {
 		c.t.Fatal(err)
 	}
 	heard := map[string]int{}
+	first := map[string]appDelivery{}
 	keysOf := map[string]map[string]bool{}
 	for _, d := range log {
 		heard[d.Key]++
+		if f, again := first[d.Key]; !again {
+			first[d.Key] = d
+		} else if f.PID == d.PID || f.Status != d.Status || f.Summary != d.Summary {
+			// The contract's one repeat: the same report, handed out
+			// again by the process started after the one that died.
+			o.bad(&o.Duplicated, "task_done %s was handed out again by the same process or as another report: %+v, then %+v", d.Key, f, d)
+		}
 		if keysOf[d.Task] == nil {
 			keysOf[d.Task] = map[string]bool{}
 		}
@@ -421,6 +426,15 @@ func (c *campaign) count(stuck string) outcome {
 		if in.State != string(fleet.StateStopped) && in.State != string(fleet.StateFailed) {
 			o.bad(&o.Stuck, "instance %s is %s", in.InstanceID, in.State)
 		}
+	}
+	if stuck != "" {
+		// Counted by what is stuck, when the state file shows it.
+		var none int
+		counter := &none
+		if o.Stuck == 0 {
+			counter = &o.Stuck
+		}
+		o.bad(counter, "the final run did not drain within %v: %s", drainWait, stuck)
 	}
 	// One orphan is a tree of processes: its root (a shim, as a rule)
 	// and what runs under it.
