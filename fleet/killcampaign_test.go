@@ -51,7 +51,7 @@ const campaignByDefault = false
 const (
 	envKills        = "PIFLEET_KILLS"
 	envKillSeed     = "PIFLEET_KILL_SEED"
-	defaultKills    = 12
+	defaultKills    = 10
 	campaignBundles = 40 // spawn k runs bundle b<k mod 40>: most spawns sync a bundle
 	campaignWorkers = 2
 	// drainWait bounds the final run, which finishes every open task:
@@ -230,53 +230,39 @@ func (c *campaign) aim(ph phase) {
 		return
 	}
 	c.app.mu.Lock()
-	seen := len(c.app.lines)
+	from := len(c.app.lines)
 	c.app.mu.Unlock()
-	deadline := time.After(phaseWait)
-	for {
-		c.app.mu.Lock()
-		lines, logged := c.app.lines[seen:], c.app.logged
-		seen = len(c.app.lines)
-		c.app.mu.Unlock()
-		for _, raw := range lines {
-			var l appLine
-			if json.Unmarshal([]byte(raw), &l) == nil && ph.match(l) {
-				time.Sleep(time.Duration(c.rng.Int64N(int64(30 * time.Millisecond))))
-				return
-			}
-		}
-		select {
-		case <-logged:
-		case <-c.app.done:
-			c.t.Fatalf("the application exited (%v) during the campaign", c.app.cmd.ProcessState)
-		case <-deadline:
-			c.phases[ph.name+" (not seen)"]++
-			return
-		}
+	switch found, exited := awaitLine(c.app, from, phaseWait, ph.match); {
+	case exited:
+		c.t.Fatalf("the application exited (%v) during the campaign", c.app.cmd.ProcessState)
+	case !found:
+		c.phases[ph.name+" (not seen)"]++
+	default:
+		time.Sleep(time.Duration(c.rng.Int64N(int64(30 * time.Millisecond))))
 	}
 }
 
-// waitMessage waits, at most d, for p to log message; it reports whether
-// it did.
-func waitMessage(p *proc, d time.Duration, message string) bool {
+// awaitLine waits, at most d, for p to log a line that match accepts
+// (lines from index from on); exited says that p ended first.
+func awaitLine(p *proc, from int, d time.Duration, match func(appLine) bool) (found, exited bool) {
 	deadline := time.After(d)
-	for seen := 0; ; {
+	for seen := from; ; {
 		p.mu.Lock()
 		lines, logged := p.lines[seen:], p.logged
 		seen = len(p.lines)
 		p.mu.Unlock()
 		for _, raw := range lines {
 			var l appLine
-			if json.Unmarshal([]byte(raw), &l) == nil && l.Message == message {
-				return true
+			if json.Unmarshal([]byte(raw), &l) == nil && match(l) {
+				return true, false
 			}
 		}
 		select {
 		case <-logged:
 		case <-p.done:
-			return false
+			return false, true
 		case <-deadline:
-			return false
+			return false, false
 		}
 	}
 }
@@ -299,9 +285,14 @@ func lastLine(p *proc, message string) string {
 // ran out ("" when it drained).
 func (c *campaign) drain() (stuck string) {
 	c.t.Helper()
-	if !waitMessage(c.app, drainWait, appDrained) {
+	found, exited := awaitLine(c.app, 0, drainWait, func(l appLine) bool { return l.Message == appDrained })
+	switch {
+	case exited && !c.app.cmd.ProcessState.Success():
+		c.t.Fatalf("the application's final run failed: %v", c.app.cmd.ProcessState)
+	case !found && !exited:
 		return lastLine(c.app, appWaiting)
 	}
+	// It exits 0 once drained (the line may still be in the pipe).
 	select {
 	case <-c.app.done:
 	case <-time.After(procWait):
