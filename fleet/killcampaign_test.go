@@ -59,7 +59,7 @@ const (
 	drainWait = 90 * time.Second
 	// phaseWait bounds the wait for the moment a kill aims at; the kill
 	// comes at the deadline anyway.
-	phaseWait = 5 * time.Second
+	phaseWait = 2 * time.Second
 	// orphanWait bounds the wait for the shims of stopped workers to end
 	// once the agent acknowledged their exits (they do at once).
 	orphanWait = 15 * time.Second
