@@ -9,8 +9,20 @@ import (
 	"example.com/pifleet/internal/jsonscan"
 )
 
-// readChunk is the decoder's initial buffer size and the usual read size.
-const readChunk = 64 << 10
+// Buffer sizes. A decoder reads into a small buffer of its own while its
+// stream trickles (heartbeats, a request now and then) and takes a
+// readChunk buffer from a pool shared by every decoder while it streams,
+// handing it back once it has consumed what it read and the stream
+// trickles again: ten thousand idle connections hold no large buffers.
+const (
+	// readChunk is the read size of a streaming decoder.
+	readChunk = 64 << 10
+	// idleChunk is the read size of a trickling one.
+	idleChunk = 1 << 10
+)
+
+// chunkPool holds readChunk buffers between streams.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 
 // Decoder reads frames from a JSONL stream: records end at LF (and only
 // LF: U+2028/U+2029 are ordinary characters), one trailing CR is removed,
@@ -28,17 +40,25 @@ const readChunk = 64 << 10
 // up to and including its LF, is skipped as it arrives.
 type Decoder struct {
 	r          io.Reader
-	buf        []byte
-	start, end int // unconsumed bytes are buf[start:end]
-	scan       int // buf[start:scan] is known to hold no LF
+	buf        []byte // small, pooled (a readChunk from chunkPool) or grown
+	start, end int    // unconsumed bytes are buf[start:end]
+	scan       int    // buf[start:scan] is known to hold no LF
 	discarding bool
 	err        error
 	s          schema
+
+	small  []byte  // the decoder's own idleChunk buffer
+	pooled *[]byte // buf's chunkPool entry while buf is one
+	// streaming is set while reads come back large: the large buffer is
+	// kept between records then.
+	streaming bool
 }
 
 // NewDecoder returns a Decoder reading from r.
 func NewDecoder(r io.Reader) *Decoder {
-	return &Decoder{r: r, buf: make([]byte, readChunk)}
+	d := &Decoder{r: r, small: make([]byte, idleChunk)}
+	d.buf = d.small
+	return d
 }
 
 // Decode returns the next frame; see Decoder for the error contract.
@@ -97,30 +117,79 @@ func (d *Decoder) ReadRecord() ([]byte, error) {
 			}
 			return nil, d.err
 		}
-		if d.end == len(d.buf) {
-			if d.start > 0 {
-				n := copy(d.buf, d.buf[d.start:d.end])
-				d.scan -= d.start
-				d.start, d.end = 0, n
-			} else {
-				// A partial record fills the buffer: grow it, never past
-				// one byte more than the limit (enough to see it is over).
-				grown := make([]byte, min(2*len(d.buf), MaxFrameBytes+1))
-				copy(grown, d.buf[:d.end])
-				d.buf = grown
-			}
-		}
+		d.makeRoom()
 		n, err := d.r.Read(d.buf[d.end:])
 		d.end += n
 		if err != nil {
 			d.err = err
 		}
+		d.streaming = n >= idleChunk/2
 		if n == 0 && err == nil {
 			if idle++; idle > 100 {
 				d.err = io.ErrNoProgress
 			}
 		}
 	}
+}
+
+// makeRoom readies buf for the next read: back to the small buffer when
+// everything read is consumed and the stream trickles, onto a large one
+// when the small one is full or the stream flows, compacted or grown when
+// a partial record fills it.
+func (d *Decoder) makeRoom() {
+	if d.start == d.end {
+		d.start, d.scan, d.end = 0, 0, 0
+		if !d.streaming {
+			d.use(d.small)
+			return
+		}
+		if len(d.buf) > readChunk {
+			d.use(nil) // a grown buffer is not kept between records
+		}
+	}
+	if len(d.buf) < readChunk && (d.streaming || d.end == len(d.buf)) {
+		d.use(nil)
+		return
+	}
+	if d.end < len(d.buf) {
+		return
+	}
+	if d.start > 0 {
+		n := copy(d.buf, d.buf[d.start:d.end])
+		d.scan -= d.start
+		d.start, d.end = 0, n
+		return
+	}
+	// A partial record fills the buffer: grow it, never past one byte
+	// more than the limit (enough to see it is over).
+	grown := make([]byte, min(2*len(d.buf), MaxFrameBytes+1))
+	copy(grown, d.buf[:d.end])
+	d.swap(grown, nil)
+}
+
+// use moves the unconsumed bytes to next, or to a pooled readChunk buffer
+// when next is nil.
+func (d *Decoder) use(next []byte) {
+	var pooled *[]byte
+	if next == nil {
+		pooled = chunkPool.Get().(*[]byte)
+		next = *pooled
+	}
+	if &next[0] == &d.buf[0] {
+		return
+	}
+	n := copy(next, d.buf[d.start:d.end])
+	d.scan -= d.start
+	d.start, d.end = 0, n
+	d.swap(next, pooled)
+}
+
+// swap makes next the buffer, handing a pooled one back.
+func (d *Decoder) swap(next []byte, pooled *[]byte) {
+	if d.pooled != nil {
+		chunkPool.Put(d.pooled)
+	}
+	d.buf, d.pooled = next, pooled
 }
 
 func errFrameTooLarge(n int) *ProtocolError {
