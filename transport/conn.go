@@ -181,7 +181,7 @@ type Conn struct {
 	log  zerolog.Logger
 
 	sendq chan *[]byte
-	inbox chan Frame
+	inbox *inbox
 	// queued is the encoded bytes in sendq; drained wakes a Send waiting
 	// for SendQueueBytes to allow its frame (the writer took frames).
 	queued  atomic.Int64
@@ -219,7 +219,7 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		log:     opts.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger(),
 		sendq:   make(chan *[]byte, opts.SendQueue),
 		drained: make(chan struct{}, 1),
-		inbox:   make(chan Frame, opts.InboxSize),
+		inbox:   newInbox(opts.InboxSize),
 		done:    make(chan struct{}),
 		pending: make(map[string]chan Frame),
 		room:    make(chan struct{}),
@@ -512,7 +512,11 @@ func (c *Conn) SetHandler(h func(Frame)) {
 func (c *Conn) dispatch() {
 	// The reader closes the inbox when it stops, so frames received before
 	// a close are still delivered.
-	for f := range c.inbox {
+	for {
+		f, ok, _ := c.inbox.take(nil)
+		if !ok {
+			return
+		}
 		(*c.handler.Load())(f)
 	}
 }
@@ -526,15 +530,14 @@ func (c *Conn) Receive(ctx context.Context) (Frame, error) {
 	if c.dispatching.Load() {
 		return nil, ErrHandlerSet
 	}
-	select {
-	case f, ok := <-c.inbox:
-		if !ok {
-			return nil, c.Err()
-		}
-		return f, nil
-	case <-ctx.Done():
+	f, ok, cancelled := c.inbox.take(ctx.Done())
+	switch {
+	case cancelled:
 		return nil, ctx.Err()
+	case !ok:
+		return nil, c.Err()
 	}
+	return f, nil
 }
 
 // deadlineReader re-arms the read deadline before every read: any byte
@@ -549,7 +552,7 @@ func (r deadlineReader) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) readLoop() {
-	defer close(c.inbox)
+	defer c.inbox.close()
 	d := NewDecoder(deadlineReader{c})
 	for {
 		f, err := d.Decode()
@@ -573,9 +576,7 @@ func (c *Conn) readLoop() {
 		if id := f.Envelope().ID; id != "" && c.answer(id, f) {
 			continue
 		}
-		select {
-		case c.inbox <- f:
-		case <-c.done:
+		if !c.inbox.put(f, c.done) {
 			return
 		}
 	}
@@ -661,10 +662,13 @@ var heartbeatLine = []byte(`{"v":1,"type":"heartbeat"}` + "\n")
 // maxBatch is how many queued bytes the writer joins into one write.
 const maxBatch = 64 << 10
 
+// batchPool holds the buffers writers join queued frames in: a writer
+// takes one only while frames wait, so an idle connection holds none.
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, maxBatch); return &b }}
+
 func (c *Conn) writeLoop() {
 	tick := time.NewTicker(c.opts.HeartbeatInterval)
 	defer tick.Stop()
-	batch := make([]byte, 0, maxBatch)
 	for {
 		// A due heartbeat goes before queued frames: liveness must not
 		// depend on how much data is waiting.
@@ -684,22 +688,37 @@ func (c *Conn) writeLoop() {
 				return
 			}
 		case buf := <-c.sendq:
-			batch = append(batch[:0], *buf...)
 			c.unreserve(len(*buf))
-			putBuf(buf)
+			// One frame is written as it is; more are joined in a
+			// batch buffer taken for this write only.
+			out, batch := *buf, (*[]byte)(nil)
 		more:
-			for len(batch) < maxBatch {
+			for len(out) < maxBatch {
 				select {
-				case buf := <-c.sendq:
-					batch = append(batch, *buf...)
-					c.unreserve(len(*buf))
-					putBuf(buf)
+				case next := <-c.sendq:
+					if batch == nil {
+						batch = batchPool.Get().(*[]byte)
+						*batch = append((*batch)[:0], *buf...)
+						putBuf(buf)
+						buf = nil
+					}
+					*batch = append(*batch, *next...)
+					c.unreserve(len(*next))
+					putBuf(next)
+					out = *batch
 				default:
 					break more
 				}
 			}
 			c.madeRoom()
-			if !c.write(batch) {
+			ok := c.write(out)
+			if buf != nil {
+				putBuf(buf)
+			}
+			if batch != nil && cap(*batch) <= 2*maxBatch {
+				batchPool.Put(batch)
+			}
+			if !ok {
 				return
 			}
 		}
