@@ -206,7 +206,13 @@ func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
 			done := &transport.TaskDoneFrame{TaskID: old.id, InstanceID: in.id, Status: transport.TaskAborted,
 				Summary: "(superseded by task " + t.id + " before it settled)"}
 			done.TraceID = old.traceID
-			a.finishTask(done, old.owner)
+			if !a.finishTask(done, old.owner) {
+				// Recording the new task would overwrite the old one's
+				// record before its report is stored: a crash then would
+				// lose it. The report waits in memory; the new task waits
+				// for the disk.
+				return errorFrame(f, CodeInternal, fmt.Sprintf("cannot record task %s: the report of task %s, which it supersedes, cannot be stored yet (is the agent's disk full?)", t.id, old.id))
+			}
 		}
 		if err := a.openTask(in, t); err != nil {
 			return errorFrame(f, CodeInternal, err.Error())

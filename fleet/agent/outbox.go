@@ -16,15 +16,16 @@ import (
 // and wakes the delivery loop, which sends it to owner first. A report
 // that cannot be stored (a full or failing disk) is never dropped: it is
 // kept in memory, in order with the ones after it, and written again by
-// storeLoop until it is stored (see Health).
-func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
+// storeLoop until it is stored (see Health). It reports whether f is
+// stored now.
+func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) (stored bool) {
 	a.addWorktreeStat(f)
 	a.storeMu.Lock()
 	defer a.storeMu.Unlock()
 	if len(a.unstored) == 0 {
 		err := a.storeDone(f, owner)
 		if err == nil {
-			return
+			return true
 		}
 		a.storeFailedLocked(err, f.TaskID)
 	}
@@ -37,6 +38,7 @@ func (a *Agent) finishTask(f *transport.TaskDoneFrame, owner string) {
 	case a.storeKick <- struct{}{}:
 	default:
 	}
+	return false
 }
 
 // unstoredDone is a task_done whose outbox write failed.

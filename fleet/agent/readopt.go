@@ -112,7 +112,7 @@ func (a *Agent) readopt(ctx context.Context) error {
 			a.rollBackSpawn(ctx, rec)
 			continue
 		case rec.State != transport.InstanceRunning:
-			a.forget(rec.InstanceID) // ended in a previous life
+			a.forgetEnded(rec) // ended in a previous life
 			continue
 		}
 		if in := a.adopt(ctx, rec); in != nil {
@@ -241,7 +241,26 @@ func (a *Agent) reportLost(rec agentstore.Instance) {
 		f := &transport.TaskDoneFrame{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Status: transport.TaskAborted,
 			Summary: "(agent restarted; worker lost mid-task)"}
 		f.TraceID = rec.TraceID
-		a.finishTask(f, "")
+		if !a.finishTask(f, rec.TaskOwner) {
+			// Kept, so that should this life end before the report is
+			// stored, the next one reports the task again.
+			return
+		}
+	}
+	a.forget(rec.InstanceID)
+}
+
+// forgetEnded forgets an instance that ended in a previous life. Its task,
+// if the record still names one, never had its report stored (storing it
+// closes the task in the same transaction): it is reported aborted now.
+func (a *Agent) forgetEnded(rec agentstore.Instance) {
+	if rec.TaskID != "" {
+		f := &transport.TaskDoneFrame{TaskID: rec.TaskID, InstanceID: rec.InstanceID, Status: transport.TaskAborted,
+			Summary: "(agent restarted; the worker had ended before its task's report was stored)"}
+		f.TraceID = rec.TraceID
+		if !a.finishTask(f, rec.TaskOwner) {
+			return // as in reportLost
+		}
 	}
 	a.forget(rec.InstanceID)
 }

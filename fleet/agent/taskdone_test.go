@@ -242,3 +242,32 @@ func TestOwnerPreferred_84(t *testing.T) {
 		}
 	}
 }
+
+// An instance recorded as ended whose record still names its task never
+// had that task's report stored (storing it closes the task in the same
+// transaction: say the disk was full, and the agent stopped before it
+// could write the report again). The next agent reports the task aborted
+// instead of forgetting it with the instance.
+func TestEndedInstanceWithAnOpenTaskReportsIt(t *testing.T) {
+	dir := shortDir(t, "pa")
+	st, err := agentstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutInstance(agentstore.Instance{InstanceID: "i-0123456789ab", Cwd: t.TempDir(),
+		State: transport.InstanceExited, TaskID: "t-unstored", TaskOwner: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	h := newHarness(t, hopts{stateDir: dir})
+	c := h.dial(t)
+	c.hello()
+	td := nextOf[*transport.TaskDoneFrame](c, nil)
+	if td.TaskID != "t-unstored" || td.Status != transport.TaskAborted {
+		t.Fatalf("task_done %+v", td)
+	}
+	c.ack(td)
+	if l := c.roundTrip("l").Instances; len(l) != 0 {
+		t.Errorf("the ended instance is still listed: %+v", l)
+	}
+}
