@@ -40,7 +40,9 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 	}
 	switch fr := fr.(type) {
 	case *transport.EventFrame:
-		after = f.onEventLocked(a, fr)
+		after = f.onEventLocked(a, fr, nil)
+	case *rebuiltEvent:
+		after = f.onEventLocked(a, fr.EventFrame, &fr.rec)
 	case *transport.TaskDoneFrame:
 		f.mu.Unlock()
 		f.onTaskDone(a, c, fr)
@@ -110,7 +112,7 @@ func isAnswer(fr transport.Frame) bool {
 // onEventLocked handles one worker line: responses resolve waiting rpc
 // calls, events feed the instance's tally, tail and listeners, and
 // agent_settled moves the machine.
-func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() {
+func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *pirpc.Record) []func() {
 	inst := f.instances[fr.InstanceID]
 	if inst == nil || inst.agent != a.name {
 		q := a.orphans[fr.InstanceID]
@@ -131,10 +133,15 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame) []func() 
 	raw := fr.Event // the decoder's own copy: the frame is ours
 	inst.appendTail(raw)
 	// The transport decoder validated the event: parse without a second
-	// validating pass.
-	rec, err := pirpc.ParseValidRecord(raw)
-	if err != nil {
-		return nil
+	// validating pass (or not at all: a rebuilt update comes parsed).
+	var rec pirpc.Record
+	if parsed != nil {
+		rec = *parsed
+	} else {
+		var err error
+		if rec, err = pirpc.ParseValidRecord(raw); err != nil {
+			return nil
+		}
 	}
 	if r := rec.Response; r != nil {
 		if r.Command == "get_state" && r.Success {

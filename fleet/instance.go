@@ -413,7 +413,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 	f.annotateSpawnedLocked(inst)
 	f.fireLocked(inst, EventSpawned, nil)
 	for _, ev := range a.orphans[inst.id] {
-		f.onEventLocked(a, ev)
+		f.onEventLocked(a, ev, nil)
 	}
 	delete(a.orphans, inst.id)
 }

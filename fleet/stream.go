@@ -3,11 +3,19 @@ package fleet
 import (
 	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
 )
 
 // serverCapabilities is what the server's hello announces: pifleet's
 // frames, and that it rebuilds streamed output sent as event_delta.
 var serverCapabilities = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}
+
+// rebuiltEvent is an event rebuilt from event_delta, with the record
+// handleFrame would have parsed from it.
+type rebuiltEvent struct {
+	*transport.EventFrame
+	rec pirpc.Record
+}
 
 // frameHandler returns the handler of agent a's connection c. An
 // event_delta frame is rebuilt into the events it codes, each handled as
@@ -22,7 +30,21 @@ func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Fr
 			f.handleFrame(a, c, fr)
 			return
 		}
-		err := rb.RebuildFrame(d, func(ev *transport.EventFrame) { f.handleFrame(a, c, ev) })
+		err := rb.RebuildFrame(d, func(ev *transport.EventFrame, head []byte) {
+			if head == nil {
+				f.handleFrame(a, c, ev)
+				return
+			}
+			// What the server reads of an update is its step: parse that
+			// (a few dozen bytes), not the whole partial message again.
+			rec, err := pirpc.ParseValidRecord(head)
+			if err != nil {
+				f.handleFrame(a, c, ev)
+				return
+			}
+			rec.Raw = ev.Event
+			f.handleFrame(a, c, &rebuiltEvent{EventFrame: ev, rec: rec})
+		})
 		if err != nil {
 			// Not something a pifleet agent writes: the events after it
 			// cannot be trusted. The agent reconnects, and the server asks

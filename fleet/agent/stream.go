@@ -43,9 +43,11 @@ func newStreamer(in *instance) *streamer {
 }
 
 // chained reports whether an event of this kind travels in event_delta
-// frames: the updates, and the message_end that closes them (so that the
+// frames: a message's start, its updates, and its end (after which the
 // server lets go of the partial message).
-func chained(kind string) bool { return kind == "message_update" || kind == "message_end" }
+func chained(kind string) bool {
+	return kind == "message_start" || kind == "message_update" || kind == "message_end"
+}
 
 // next waits for the worker's next event, sending what waits in the
 // batches when the window closes first.

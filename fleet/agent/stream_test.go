@@ -60,7 +60,7 @@ func (s *streamed) until(id, last string) {
 			}
 		case *transport.EventDeltaFrame:
 			s.deltas++
-			if err := s.rb.RebuildFrame(f, add); err != nil {
+			if err := s.rb.RebuildFrame(f, func(ev *transport.EventFrame, _ []byte) { add(ev) }); err != nil {
 				s.t.Fatalf("rebuild: %v", err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
 )
 
 // relay runs lines through what an agent does for a server that speaks
@@ -38,7 +39,10 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 		}
 		switch fr := back.(type) {
 		case *transport.EventDeltaFrame:
-			if err := rb.RebuildFrame(fr, func(ef *transport.EventFrame) { got = append(got, ef.Event) }); err != nil {
+			if err := rb.RebuildFrame(fr, func(ef *transport.EventFrame, head []byte) {
+				got = append(got, ef.Event)
+				checkHead(t, ef.Event, head)
+			}); err != nil {
 				t.Fatalf("rebuild: %v\n%s", err, raw)
 			}
 		case *transport.EventFrame:
@@ -58,7 +62,7 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 			rb = NewRebuilder(transport.MaxFrameBytes)
 		}
 		switch eventType(line) {
-		case "message_update", "message_end":
+		case "message_start", "message_update", "message_end":
 			c := enc.Encode(seq, line)
 			if !b.Fits(seq) {
 				flushBatch()
@@ -75,6 +79,26 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 	}
 	flushBatch()
 	return got, wire
+}
+
+// checkHead requires a rebuilt update's head to read as the update does
+// for pirpc (what the server takes from it instead of the whole line).
+func checkHead(t testing.TB, line, head []byte) {
+	t.Helper()
+	if head == nil {
+		return
+	}
+	want, err := pirpc.ParseValidRecord(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pirpc.ParseValidRecord(head)
+	if err != nil {
+		t.Fatalf("head %s: %v", head, err)
+	}
+	if d := cmp.Diff(want.Event, got.Event); d != "" {
+		t.Fatalf("head reads otherwise than the update (-update +head):\n%s", d)
+	}
 }
 
 func asStrings(lines [][]byte) []string {
@@ -185,18 +209,18 @@ func TestCodedUpdateWithoutItsBaseIsRefused(t *testing.T) {
 	}
 	rb := NewRebuilder(transport.MaxFrameBytes)
 	// Skip the whole first update: the second has nothing to apply to.
-	err := rb.RebuildFrame(frames[1], func(*transport.EventFrame) { t.Fatal("an event came out") })
+	err := rb.RebuildFrame(frames[1], func(*transport.EventFrame, []byte) { t.Fatal("an event came out") })
 	if !errors.Is(err, ErrNoBase) {
 		t.Fatalf("err = %v, want ErrNoBase", err)
 	}
 	// In order it works; then a frame seen twice is refused too.
 	rb = NewRebuilder(transport.MaxFrameBytes)
 	for _, f := range frames[:3] {
-		if err := rb.RebuildFrame(f, func(*transport.EventFrame) {}); err != nil {
+		if err := rb.RebuildFrame(f, func(*transport.EventFrame, []byte) {}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := rb.RebuildFrame(frames[2], func(*transport.EventFrame) {}); !errors.Is(err, ErrNoBase) {
+	if err := rb.RebuildFrame(frames[2], func(*transport.EventFrame, []byte) {}); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("replayed frame: err = %v, want ErrNoBase", err)
 	}
 }

@@ -3,6 +3,7 @@ package streamdelta
 import (
 	"bytes"
 	"slices"
+	"strconv"
 )
 
 // Encoder codes one worker's stream of events (agent side). It holds the
@@ -39,17 +40,20 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	if !ok {
 		return c
 	}
-	c.links = true
-	e.base, e.baseSeq = u, seq
+	if !u.ends() {
+		c.links = true
+		e.base, e.baseSeq = u, seq
+	}
 	if prev == nil {
 		return c
 	}
-	delta := u.delta()
 	var ops []op
-	diff(prev.partial, u.partial, nil, delta, &ops)
-	e.ops = ops
+	diff(prev.partial, u.partial, nil, u.delta(), &ops)
+	if c.links {
+		e.ops = ops
+	}
 	c.base = prevSeq
-	c.delta = deltaEntry(u.step, ops)
+	c.delta = deltaEntry(u, ops)
 	if sameShape(prev, prevOps, u, ops) {
 		c.short = shortEntry(u, ops)
 	}
@@ -142,16 +146,73 @@ func sameShape(prev *update, prevOps []op, cur *update, ops []op) bool {
 	return true
 }
 
-func deltaEntry(step *node, ops []op) []byte {
-	out := append([]byte(`{"u":`), step.appendTo(nil)...)
+// refMin is the size from which a step's value that the partial message
+// holds too (text_end's content, toolcall_end's toolCall) is sent as a
+// reference to it.
+const refMin = 48
+
+func deltaEntry(u *update, ops []op) []byte {
+	var out []byte
+	if u.step == nil {
+		out = append(append([]byte(`{"n":`), u.kind...), `,"o":[`...)
+		out = appendOps(out, ops)
+		return append(out, "]}"...)
+	}
+	// Step values the partial holds as well go as references.
+	var refs []byte
+	step := u.step
+	for i, v := range u.step.kids {
+		if len(v.raw) < refMin {
+			continue
+		}
+		path, ok := find(u.partial, v.raw, nil)
+		if !ok {
+			continue
+		}
+		if step == u.step {
+			step = &node{kind: '{', keys: u.step.keys, kids: slices.Clone(u.step.kids)}
+		}
+		step.kids[i] = &node{raw: []byte("null")}
+		if refs != nil {
+			refs = append(refs, ',')
+		}
+		refs = strconv.AppendInt(append(refs, '['), int64(i), 10)
+		refs = append(appendPath(append(refs, ','), path), ']')
+	}
+	out = append([]byte(`{"u":`), step.appendTo(nil)...)
 	out = append(out, `,"o":[`...)
+	out = appendOps(out, ops)
+	out = append(out, ']')
+	if refs != nil {
+		out = append(append(append(out, `,"r":[`...), refs...), ']')
+	}
+	return append(out, '}')
+}
+
+func appendOps(out []byte, ops []op) []byte {
 	for i := range ops {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = ops[i].appendTo(out)
 	}
-	return append(out, "]}"...)
+	return out
+}
+
+// find looks for the value raw in n, a few levels deep, by its bytes.
+func find(n *node, raw []byte, path []int) ([]int, bool) {
+	if len(n.raw) == len(raw) && bytes.Equal(n.raw, raw) {
+		return path, true
+	}
+	if n.kind == 0 || len(n.raw) < len(raw) || len(path) >= 3 {
+		return nil, false
+	}
+	for i, k := range n.kids {
+		if p, ok := find(k, raw, append(path, i)); ok {
+			return p, true
+		}
+	}
+	return nil, false
 }
 
 func shortEntry(cur *update, ops []op) []byte {

@@ -32,7 +32,7 @@ func Example() {
 	// Server side: one rebuilder per connection.
 	rb := streamdelta.NewRebuilder(transport.MaxFrameBytes)
 	same := 0
-	_ = rb.RebuildFrame(frame, func(ev *transport.EventFrame) {
+	_ = rb.RebuildFrame(frame, func(ev *transport.EventFrame, _ []byte) {
 		if string(ev.Event) == lines[int(*ev.Seq)-1] {
 			same++
 		}

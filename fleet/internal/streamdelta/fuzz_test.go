@@ -44,7 +44,7 @@ func FuzzRebuild(f *testing.F) {
 	f.Fuzz(func(t *testing.T, updates []byte, coded bool) {
 		const max = 1 << 16
 		rb := NewRebuilder(max)
-		if err := rb.Rebuild("i", 1, nil, base, func(uint64, []byte) {}); err != nil {
+		if err := rb.Rebuild("i", 1, nil, base, func(uint64, []byte, []byte) {}); err != nil {
 			t.Fatal(err)
 		}
 		var b *uint64
@@ -52,7 +52,7 @@ func FuzzRebuild(f *testing.F) {
 			one := uint64(1)
 			b = &one
 		}
-		_ = rb.Rebuild("i", 2, b, updates, func(_ uint64, line []byte) {
+		_ = rb.Rebuild("i", 2, b, updates, func(_ uint64, line, _ []byte) {
 			if !json.Valid(line) {
 				t.Fatalf("rebuilt an event that is not JSON: %q", line)
 			}

@@ -31,10 +31,12 @@ func NewRebuilder(maxLine int) *Rebuilder {
 }
 
 // RebuildFrame calls emit with each event of f, in order, as the event
-// frame it stands for. On an error (a frame this codec cannot have
-// written) the events before it were emitted and the worker's state is
-// dropped.
-func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(*transport.EventFrame)) error {
+// frame it stands for. head, when not nil, is a short line that reads
+// the same as the event apart from its partial message (a message_update
+// without it), for a reader that wants only the step. On an error (a
+// frame this codec cannot have written) the events before it were
+// emitted and the worker's state is dropped.
+func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(ev *transport.EventFrame, head []byte)) error {
 	seq, ok := wholeNumber(f.Seq)
 	if !ok {
 		return badEntry("seq %v is not a whole number", f.Seq)
@@ -47,9 +49,9 @@ func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(*transp
 		}
 		base = &b
 	}
-	return r.Rebuild(f.InstanceID, seq, base, f.Updates, func(seq uint64, line []byte) {
+	return r.Rebuild(f.InstanceID, seq, base, f.Updates, func(seq uint64, line, head []byte) {
 		s := float64(seq)
-		emit(&transport.EventFrame{InstanceID: f.InstanceID, Event: line, Seq: &s})
+		emit(&transport.EventFrame{InstanceID: f.InstanceID, Event: line, Seq: &s}, head)
 	})
 }
 
@@ -64,8 +66,9 @@ func wholeNumber(f float64) (uint64, bool) {
 func (r *Rebuilder) Forget(instanceID string) { delete(r.chains, instanceID) }
 
 // Rebuild calls emit with each event coded in updates (a JSON array),
-// the first of seq, coded against the event of base when that is not nil.
-func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line []byte)) (err error) {
+// the first of seq, coded against the event of base when that is not nil
+// (head as in RebuildFrame).
+func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line, head []byte)) (err error) {
 	defer func() {
 		if err != nil {
 			delete(r.chains, instanceID)
@@ -101,11 +104,11 @@ func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates
 		if first && base != nil && bytes.HasPrefix(entry, []byte(`{"e":`)) {
 			return badEntry("base given for a whole update")
 		}
-		line, err := r.entry(instanceID, seq, want, entry)
+		line, head, err := r.entry(instanceID, seq, want, entry)
 		if err != nil {
 			return err
 		}
-		emit(seq, line)
+		emit(seq, line, head)
 		first = false
 	}
 	if first {
@@ -115,78 +118,134 @@ func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates
 }
 
 // entry rebuilds one update; base is the seq it must be coded against.
-func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) ([]byte, error) {
-	if line, ok := bytes.CutPrefix(entry, []byte(`{"e":`)); ok {
+func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (line, head []byte, err error) {
+	if whole, ok := bytes.CutPrefix(entry, []byte(`{"e":`)); ok {
+		line = whole
 		if len(line) < 2 || line[len(line)-1] != '}' {
-			return nil, badEntry("whole update not closed")
+			return nil, nil, badEntry("whole update not closed")
 		}
 		line = line[:len(line)-1]
 		if end, err := skipValue(line, 0); err != nil || end != len(line) {
-			return nil, badEntry("whole update is not one JSON value")
+			return nil, nil, badEntry("whole update is not one JSON value")
 		}
-		if u, ok := parseUpdate(line); ok {
+		if u, ok := parseUpdate(line); ok && !u.ends() {
 			r.chains[instanceID] = &chain{seq: seq, u: u}
 		} else {
 			delete(r.chains, instanceID)
 		}
-		return line, nil
+		return line, nil, nil
 	}
 	ch := r.chains[instanceID]
 	if ch == nil || ch.seq != base {
-		return nil, ErrNoBase
+		return nil, nil, ErrNoBase
 	}
-	n, err := parseTree(entry)
-	if err != nil {
-		return nil, badEntry("%v", err)
+	n, perr := parseTree(entry)
+	if perr != nil {
+		return nil, nil, badEntry("%v", perr)
 	}
-	var step *node
-	var ops []op
+	var (
+		u    = &update{partial: ch.u.partial}
+		ops  []op
+		refs *node
+	)
 	switch n.kind {
 	case '{':
-		step, ops, err = parseDelta(n)
+		u.step, u.kind, ops, refs, err = parseDelta(n)
 	case '[':
-		step, ops, err = ch.short(n)
+		u.step, ops, err = ch.short(n)
 	default:
 		err = badEntry("an update is an object or an array")
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	u := &update{step: step, partial: ch.u.partial}
 	delta := u.delta()
 	for i := range ops {
 		if err := ops[i].apply(u.partial, delta); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if size := len(linePrefix) + u.step.size() + 2*u.partial.size() + 32; size > r.max {
-		return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	if refs != nil {
+		if err := resolveRefs(u, refs); err != nil {
+			return nil, nil, err
+		}
 	}
-	ch.seq, ch.u, ch.ops = seq, u, ops
-	return u.line(), nil
+	if size := u.size(); size > r.max {
+		return nil, nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	line = u.line()
+	if u.step != nil {
+		head = append(append(slices.Clip(linePrefix), u.step.appendTo(nil)...), '}')
+	}
+	if u.ends() {
+		delete(r.chains, instanceID)
+	} else {
+		ch.seq, ch.u, ch.ops = seq, u, ops
+	}
+	return line, head, nil
 }
 
-// parseDelta reads {"u":step,"o":[op…]}.
-func parseDelta(n *node) (*node, []op, error) {
-	if len(n.keys) != 2 || string(n.keys[0]) != `"u"` || string(n.keys[1]) != `"o"` {
-		return nil, nil, badEntry(`a coded update has "u" and "o"`)
+// resolveRefs puts into the step the values refs ([[member, path]…])
+// point at in the partial message.
+func resolveRefs(u *update, refs *node) error {
+	if refs.kind != '[' {
+		return badEntry("r is an array")
 	}
-	step, list := n.kids[0], n.kids[1]
-	if step.kind != '{' || slicesIndex(step.keys, keyPartial) >= 0 {
-		return nil, nil, badEntry("u is an object without the partial")
+	for _, ref := range refs.kids {
+		if ref.kind != '[' || len(ref.kids) != 2 || ref.kids[1].kind != '[' {
+			return badEntry("a reference is [member, path]")
+		}
+		i, ok := smallIndex(ref.kids[0])
+		if !ok || i >= len(u.step.kids) {
+			return badEntry("a reference names a member the step lacks")
+		}
+		n := u.partial
+		for _, p := range ref.kids[1].kids {
+			j, ok := smallIndex(p)
+			if !ok || n.kind == 0 || j >= len(n.kids) {
+				return badEntry("a reference's path leaves the message")
+			}
+			n = n.kids[j]
+		}
+		// A copy: the partial message changes in place later on.
+		u.step.kids[i] = &node{raw: n.appendTo(nil)}
 	}
+	return nil
+}
+
+// parseDelta reads {"u":step,"o":[op…]} (with "r":[refs…] after, when the
+// step refers to the partial), or {"n":type,"o":[op…]} for a message line.
+func parseDelta(n *node) (step *node, kind []byte, ops []op, refs *node, err error) {
+	switch {
+	case len(n.keys) == 2 && string(n.keys[0]) == `"n"` && string(n.keys[1]) == `"o"`:
+		kind = n.kids[0].raw
+		if n.kids[0].kind != 0 || !bytes.Equal(kind, typeStart) && !bytes.Equal(kind, typeEnd) {
+			return nil, nil, nil, nil, badEntry("n is message_start or message_end")
+		}
+	case (len(n.keys) == 2 || len(n.keys) == 3 && string(n.keys[2]) == `"r"`) && string(n.keys[0]) == `"u"` && string(n.keys[1]) == `"o"`:
+		step = n.kids[0]
+		if step.kind != '{' || slicesIndex(step.keys, keyPartial) >= 0 {
+			return nil, nil, nil, nil, badEntry("u is an object without the partial")
+		}
+		if len(n.keys) == 3 {
+			refs = n.kids[2]
+		}
+	default:
+		return nil, nil, nil, nil, badEntry(`a coded update is {"u","o"[,"r"]} or {"n","o"}`)
+	}
+	list := n.kids[1]
 	if list.kind != '[' {
-		return nil, nil, badEntry("o is an array")
+		return nil, nil, nil, nil, badEntry("o is an array")
 	}
-	ops := make([]op, 0, len(list.kids))
+	ops = make([]op, 0, len(list.kids))
 	for _, o := range list.kids {
 		op, err := parseOp(o)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		ops = append(ops, op)
 	}
-	return step, ops, nil
+	return step, kind, ops, refs, nil
 }
 
 func parseOp(n *node) (op, error) {
@@ -249,6 +308,9 @@ func (ch *chain) short(n *node) (*node, []op, error) {
 		return nil, nil, badEntry("a short update starts with the delta")
 	}
 	prev := ch.u.step
+	if prev == nil {
+		return nil, nil, badEntry("short update after a message line")
+	}
 	di := slicesIndex(prev.keys, keyDelta)
 	if di < 0 {
 		return nil, nil, badEntry("short update after a step without a delta")

@@ -7,10 +7,11 @@ import (
 	"strconv"
 )
 
-// The shape of pi's message_update line, which the codec relies on (any
-// other line travels whole): {"type":"message_update",
-// "assistantMessageEvent":{…,"partial":P},"message":P}, with the same
-// bytes P twice.
+// The shapes of pi's lines the codec relies on (any other line travels
+// whole): a message_update, {"type":"message_update",
+// "assistantMessageEvent":{…,"partial":P},"message":P} with the same bytes
+// P twice, and a message line, {"type":"message_start"|"message_end",
+// "message":P}.
 var (
 	keyType    = []byte(`"type"`)
 	keyEvent   = []byte(`"assistantMessageEvent"`)
@@ -18,20 +19,33 @@ var (
 	keyPartial = []byte(`"partial"`)
 	keyDelta   = []byte(`"delta"`)
 	typeUpdate = []byte(`"message_update"`)
+	typeStart  = []byte(`"message_start"`)
+	typeEnd    = []byte(`"message_end"`)
 
 	linePrefix = []byte(`{"type":"message_update","assistantMessageEvent":`)
 )
 
-// update is a message_update split into what changes little from one event
-// to the next (step: the assistantMessageEvent without its partial) and
-// the partial message.
+// update is a line split into what changes little from one event to the
+// next (step: the assistantMessageEvent without its partial; nil in a
+// message line) and the partial message.
 type update struct {
-	step    *node // an object
+	step    *node  // an object, or nil
+	kind    []byte // a message line's type (typeStart or typeEnd); nil for an update
 	partial *node
 }
 
-// parseUpdate splits line when it has pi's message_update shape.
+// ends reports whether u is the last line of its message.
+func (u *update) ends() bool { return bytes.Equal(u.kind, typeEnd) }
+
+// parseUpdate splits line when it has one of the shapes above.
 func parseUpdate(line []byte) (*update, bool) {
+	if bytes.HasPrefix(line, []byte(`{"type":"message_start","message":{`)) || bytes.HasPrefix(line, []byte(`{"type":"message_end","message":{`)) {
+		n, err := parseTree(line)
+		if err != nil || len(n.keys) != 2 || n.kids[1].kind != '{' {
+			return nil, false
+		}
+		return &update{kind: n.kids[0].raw, partial: n.kids[1]}, true
+	}
 	if !bytes.HasPrefix(line, linePrefix) {
 		return nil, false
 	}
@@ -52,10 +66,24 @@ func parseUpdate(line []byte) (*update, bool) {
 	return &update{step: step, partial: ev.kids[last]}, true
 }
 
+// size is len(u.line()), without writing.
+func (u *update) size() int {
+	if u.step == nil {
+		return len(`{"type":,"message":}`) + len(u.kind) + u.partial.size()
+	}
+	return len(linePrefix) + u.step.size() + len(`,"partial":},"message":}`) + 2*u.partial.size()
+}
+
 // line writes u as pi does.
 func (u *update) line() []byte {
-	ps := u.partial.size()
-	out := make([]byte, 0, len(linePrefix)+u.step.size()+len(keyPartial)+2*ps+16)
+	out := make([]byte, 0, u.size())
+	if u.step == nil {
+		out = append(out, `{"type":`...)
+		out = append(out, u.kind...)
+		out = append(out, `,"message":`...)
+		out = u.partial.appendTo(out)
+		return append(out, '}')
+	}
 	out = append(out, linePrefix...)
 	out = u.step.appendTo(out)
 	out = out[:len(out)-1] // the step's '}'
@@ -74,6 +102,9 @@ func (u *update) line() []byte {
 
 // delta returns the escaped body of the step's "delta" string, or nil.
 func (u *update) delta() []byte {
+	if u.step == nil {
+		return nil
+	}
 	i := slicesIndex(u.step.keys, keyDelta)
 	if i < 0 || !u.step.kids[i].isString() {
 		return nil
@@ -113,15 +144,20 @@ type op struct {
 // valued reports whether a short entry carries this op's value.
 func (o *op) valued() bool { return o.kind == opSet || o.kind == opString }
 
-func (o *op) appendTo(dst []byte) []byte {
-	dst = append(dst, '[', '[')
-	for i, p := range o.path {
+func appendPath(dst []byte, path []int) []byte {
+	dst = append(dst, '[')
+	for i, p := range path {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = strconv.AppendInt(dst, int64(p), 10)
 	}
-	dst = append(dst, ']', ',', '"', o.kind, '"')
+	return append(dst, ']')
+}
+
+func (o *op) appendTo(dst []byte) []byte {
+	dst = appendPath(append(dst, '['), o.path)
+	dst = append(dst, ',', '"', o.kind, '"')
 	if o.kind == opKey {
 		dst = append(dst, ',')
 		dst = append(dst, o.key...)

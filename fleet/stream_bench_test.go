@@ -1,0 +1,216 @@
+//go:build unix
+
+package fleet_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/fleet/internal/streamdelta"
+	"example.com/pifleet/internal/netfault"
+	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/transport"
+)
+
+// answerSizes are the answers the streaming benchmarks stream, in
+// 16-character chunks.
+var answerSizes = []int{2_000, 20_000, 200_000}
+
+// streamModes: "whole" is every event as pi wrote it (a TypeScript
+// server, or an agent with NoEventDelta); "delta" is event_delta.
+var streamModes = []string{"whole", "delta"}
+
+// answerText is an answer of n characters.
+func answerText(n int) string { return strings.Repeat("0123456789abcdef", n/16+1)[:n] }
+
+// BenchmarkStreamedAnswer streams one answer per op through the whole
+// stack: the SDK, the real agent daemon, its shim and the scripted worker
+// (16-character chunks), with a counting proxy between server and agent.
+// It reports the bytes agent → server per answer and per character
+// (wire/char), the message_update events the prompt's OnEvent got per
+// second, and this process's CPU per answer (server, agent and proxy:
+// the worker and shim are processes of their own).
+func BenchmarkStreamedAnswer(b *testing.B) {
+	for _, mode := range streamModes {
+		for _, size := range answerSizes {
+			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", size) })
+		}
+	}
+}
+
+func benchStreamedAnswer(b *testing.B, whole bool, size int) {
+	reg := b.TempDir()
+	publish(b, reg, "plain", `{}`)
+	addr, ps := startAgentWith(b, pitest.Scripted, reg, func(c *agent.Config) {
+		c.BehindProxy = true
+		c.NoEventDelta = whole
+		c.PeerQueueBytes = 1 << 30 // the whole stream of a 200 KB answer is GBs: measure it, do not drop it
+	})
+	proxy, err := netfault.Start(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = proxy.Close() })
+	tf := startFleet(b, b.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{proxy.Addr()}}})
+	tf.waitAgent(b, "worker-01", transport.StateEstablished)
+	inst, err := tf.Spawn(b.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tf.sub.Close()
+	text := answerText(size)
+	updates := 0
+	opts := fleet.PromptOptions{OnEvent: func(ev fleet.Event) {
+		if ev.Type == "message_update" {
+			updates++
+		}
+	}}
+	var wire int64
+	var cpu, took time.Duration
+	for b.Loop() {
+		w0, c0, t0 := proxy.Forwarded(netfault.Downstream), cpuTime(), time.Now()
+		got, err := inst.Prompt(b.Context(), "say: "+text, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took += time.Since(t0)
+		wire += proxy.Forwarded(netfault.Downstream) - w0
+		cpu += cpuTime() - c0
+		if got != text {
+			b.Fatalf("answer of %d characters, want %d", len(got), len(text))
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(wire)/n, "wire-B/op")
+	b.ReportMetric(float64(wire)/n/float64(size), "wire/char")
+	b.ReportMetric(float64(updates)/took.Seconds(), "updates/s")
+	b.ReportMetric(float64(cpu.Milliseconds())/n, "cpu-ms/op")
+	if err := inst.Stop(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkServerStreamCPU is the server's part alone: an in-process
+// agent peer sends the frames of one streamed answer (prepared before the
+// timer) and the op ends when the server handled the message_end. It
+// reports the server's CPU per answer: this process's CPU minus what
+// encoding the same frames costs the peer (measured apart), so mostly
+// the server's decoding, rebuilding and handling.
+func BenchmarkServerStreamCPU(b *testing.B) {
+	for _, mode := range streamModes {
+		for _, size := range answerSizes {
+			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchServerStream(b, mode == "whole", size) })
+		}
+	}
+}
+
+// scriptedLines is the message_start … message_end of an answer streamed
+// as the scripted worker does.
+func scriptedLines(text string, chunk int) [][]byte {
+	partial := func(s string) string {
+		q, _ := json.Marshal(s)
+		return `{"role":"assistant","content":[{"type":"text","text":` + string(q) + `}],"api":"pifleet-faux","provider":"faux","model":"faux-1",` +
+			`"usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":1795979568094}`
+	}
+	update := func(step, p string) []byte {
+		return []byte(`{"type":"message_update","assistantMessageEvent":{` + step + `,"partial":` + p + `},"message":` + p + `}`)
+	}
+	lines := [][]byte{[]byte(`{"type":"message_start","message":` + partial("") + `}`),
+		update(`"type":"text_start","contentIndex":0`, partial(""))}
+	for i := 0; i < len(text); i += chunk {
+		piece, _ := json.Marshal(text[i:min(i+chunk, len(text))])
+		lines = append(lines, update(`"type":"text_delta","contentIndex":0,"delta":`+string(piece), partial(text[:min(i+chunk, len(text))])))
+	}
+	q, _ := json.Marshal(text)
+	lines = append(lines, update(`"type":"text_end","contentIndex":0,"content":`+string(q), partial(text)))
+	return append(lines, []byte(`{"type":"message_end","message":`+partial(text)+`}`))
+}
+
+// streamFrames codes lines as an agent does for a whole or a delta
+// server, seqs from first.
+func streamFrames(id string, lines [][]byte, first uint64, whole bool) []transport.Frame {
+	var out []transport.Frame
+	var enc streamdelta.Encoder
+	var ch streamdelta.Chain
+	batch := streamdelta.NewBatch(id)
+	for i, l := range lines {
+		seq := first + uint64(i)
+		kind := "message_update"
+		if i == 0 {
+			kind = "message_start"
+		} else if i == len(lines)-1 {
+			kind = "message_end"
+		}
+		if whole {
+			s := float64(seq)
+			out = append(out, &transport.EventFrame{InstanceID: id, Event: l, Seq: &s})
+			continue
+		}
+		c := enc.Encode(seq, l)
+		batch.Add(&ch, &c)
+		if batch.Len() >= 1024 || batch.Size() >= 128<<10 || kind == "message_end" {
+			out = append(out, batch.Frame())
+		}
+	}
+	return out
+}
+
+func benchServerStream(b *testing.B, whole bool, size int) {
+	peer := newTestAgentPeer(b, "box", true)
+	tf := newTestFleet(b, peer)
+	inst := spawn(b, tf, "box")
+	drainPeer(b, peer)
+	lines := scriptedLines(answerText(size), 16)
+	c := peer.conn()
+	// The frames' encoding, which the peer pays in this process, measured
+	// once apart.
+	frames := streamFrames(inst.ID(), lines, 1<<20, whole)
+	c0 := cpuTime()
+	var wire int
+	for _, f := range frames {
+		raw, err := transport.MarshalFrame(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wire += len(raw)
+	}
+	encode := cpuTime() - c0
+	drainChanges(tf.sub)
+	// The subscription is read all along (a full one drops changes, and
+	// the op waits for the last).
+	ends := make(chan struct{}, 1)
+	go func() {
+		for ch := range tf.sub.C {
+			if ch.Kind == fleet.ChangeEvent && ch.InstanceID == inst.ID() && ch.Event == "message_end" {
+				ends <- struct{}{}
+			}
+		}
+	}()
+	var cpu time.Duration
+	next := uint64(1 << 20)
+	for b.Loop() {
+		frames := streamFrames(inst.ID(), lines, next, whole) // fresh seqs: the server drops seqs it saw
+		next += uint64(len(lines))
+		c0 := cpuTime()
+		for _, f := range frames {
+			if err := c.Send(b.Context(), f); err != nil {
+				b.Fatal(err)
+			}
+		}
+		select {
+		case <-ends:
+		case <-time.After(10 * time.Minute):
+			b.Fatal("the server never handled the message_end")
+		}
+		cpu += cpuTime() - c0 - encode
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(cpu.Milliseconds())/n, "server-cpu-ms/op")
+	b.ReportMetric(float64(wire)/float64(size), "wire/char")
+	b.ReportMetric(float64(len(lines))*n/b.Elapsed().Seconds(), "events/s")
+}
