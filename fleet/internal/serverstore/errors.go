@@ -52,6 +52,15 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the decoding error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// CorruptFileError reports a state file that exists but cannot be
+// trusted (empty, truncated, damaged, or holding a record that does not
+// decode); it names the file and what to do, and matches
+// ErrCorruptFile.
+type CorruptFileError = boltfile.CorruptError
+
+// ErrCorruptFile is matched by every *CorruptFileError.
+var ErrCorruptFile = boltfile.ErrCorrupt
+
 // VersionError reports a state file written with another layout version;
 // nothing in it is touched.
 type VersionError = boltfile.VersionError

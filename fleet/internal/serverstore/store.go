@@ -77,6 +77,7 @@ type options struct {
 	now         func() time.Time
 	log         zerolog.Logger
 	lockTimeout time.Duration
+	reset       func(movedTo string, cause error)
 	retention   Retention
 }
 
@@ -93,6 +94,19 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 // WithLockTimeout sets how long Open waits for the file lock (default
 // DefaultLockTimeout).
 func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockTimeout = d } }
+
+// WithResetCorrupt makes Open move a corrupt state file aside (to
+// FileName.corrupt-<time>, next to it) and start with an empty one
+// instead of failing with a *CorruptError; onReset (if not nil) hears
+// where the old file went and why.
+func WithResetCorrupt(onReset func(movedTo string, cause error)) Option {
+	return func(o *options) {
+		o.reset = onReset
+		if o.reset == nil {
+			o.reset = func(string, error) {}
+		}
+	}
+}
 
 // WithRetention sets the dedupe key bounds (default DefaultDedupeKeys and
 // DefaultDedupeAge). Open refuses a MaxKeys below 1 or a MaxAge of zero or
@@ -119,7 +133,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if o.retention.MaxAge <= 0 {
 		return nil, &InvalidError{Field: "retention.MaxAge", Reason: fmt.Sprintf("%v, must be positive", o.retention.MaxAge)}
 	}
-	db, err := boltfile.Open(boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout})
+	spec := boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout, Verify: verify}
+	if o.reset != nil {
+		spec.ResetCorrupt = true
+		spec.OnReset = func(movedTo string, cause *boltfile.CorruptError) { o.reset(movedTo, cause) }
+	}
+	db, err := boltfile.Open(spec)
 	if err != nil {
 		return nil, fmt.Errorf("serverstore: %w", err)
 	}

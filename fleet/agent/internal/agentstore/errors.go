@@ -36,6 +36,15 @@ func (e *InvalidError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
+// CorruptFileError reports a state file that exists but cannot be
+// trusted (empty, truncated, damaged, or holding a record that does not
+// decode); it names the file and what to do, and matches
+// ErrCorruptFile.
+type CorruptFileError = boltfile.CorruptError
+
+// ErrCorruptFile is matched by every *CorruptFileError.
+var ErrCorruptFile = boltfile.ErrCorrupt
+
 // VersionError reports a state file written with another layout version;
 // nothing in it is touched.
 type VersionError = boltfile.VersionError

@@ -64,6 +64,7 @@ type options struct {
 	policy      RetryPolicy
 	log         zerolog.Logger
 	lockTimeout time.Duration
+	reset       func(movedTo string, cause error)
 }
 
 // Option configures Open.
@@ -84,6 +85,19 @@ func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l }
 // DefaultLockTimeout).
 func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockTimeout = d } }
 
+// WithResetCorrupt makes Open move a corrupt state file aside (to
+// FileName.corrupt-<time>, next to it) and start with an empty one
+// instead of failing with a *CorruptError; onReset (if not nil) hears
+// where the old file went and why.
+func WithResetCorrupt(onReset func(movedTo string, cause error)) Option {
+	return func(o *options) {
+		o.reset = onReset
+		if o.reset == nil {
+			o.reset = func(string, error) {}
+		}
+	}
+}
+
 // Open opens (creating if needed) the state file FileName in dir, creating
 // dir with mode 0700 if it is missing. Only one process may have the file
 // open: a second Open fails with ErrLocked after the lock timeout.
@@ -92,7 +106,12 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := boltfile.Open(boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout})
+	spec := boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout, Verify: verify}
+	if o.reset != nil {
+		spec.ResetCorrupt = true
+		spec.OnReset = func(movedTo string, cause *boltfile.CorruptError) { o.reset(movedTo, cause) }
+	}
+	db, err := boltfile.Open(spec)
 	if err != nil {
 		return nil, fmt.Errorf("agentstore: %w", err)
 	}
