@@ -74,6 +74,13 @@ type Config struct {
 	// StateDir holds the server's bbolt state file and its key pair
 	// (required).
 	StateDir string
+	// ResetCorruptState makes New move a corrupt state file (empty,
+	// truncated, damaged, holding a record that does not decode) aside to
+	// server.db.corrupt-<time> and start with an empty one, losing its
+	// tasks, trust decisions and undelivered task_done. Without it (the
+	// default) New fails with an error matching ErrCorruptState and the
+	// file is left untouched.
+	ResetCorruptState bool
 	// KeyFile is the server's private key file (default
 	// <StateDir>/server.key, created with mode 0600 by New when absent).
 	// Every connection to an agent proves it; it is read again for each
@@ -159,6 +166,9 @@ func WithKeyFile(path string) Option { return func(c *Config) { c.KeyFile = path
 
 // WithStateDir sets Config.StateDir.
 func WithStateDir(dir string) Option { return func(c *Config) { c.StateDir = dir } }
+
+// WithResetCorruptState sets Config.ResetCorruptState.
+func WithResetCorruptState(on bool) Option { return func(c *Config) { c.ResetCorruptState = on } }
 
 // WithRegistry sets Config.RegistryRoot and Config.RegistryListen.
 func WithRegistry(root, listen string) Option {

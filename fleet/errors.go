@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	"example.com/pifleet/internal/boltfile"
 	"example.com/pifleet/session"
 )
 
 // Errors that callers test for with errors.Is.
 var (
+	// ErrCorruptState: the state file exists but cannot be trusted (empty,
+	// truncated, damaged, or holding a record that does not decode). The
+	// error names the file and what to do; see Config.ResetCorruptState.
+	ErrCorruptState = boltfile.ErrCorrupt
 	// ErrClosed: the fleet was closed (or never started).
 	ErrClosed = errors.New("fleet: closed")
 	// ErrAgentRefused: trust refused the agent's machine (no stored

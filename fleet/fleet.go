@@ -118,7 +118,13 @@ func New(opts ...Option) (*Fleet, error) {
 		_, _ = crand.Read(seed[:])
 		cfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
-	st, err := serverstore.Open(cfg.StateDir, serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger))
+	stopts := []serverstore.Option{serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger)}
+	if cfg.ResetCorruptState {
+		stopts = append(stopts, serverstore.WithResetCorrupt(func(movedTo string, cause error) {
+			cfg.Logger.Warn().Str("movedTo", movedTo).AnErr("cause", cause).Msg("corrupt state file moved aside; starting with an empty state")
+		}))
+	}
+	st, err := serverstore.Open(cfg.StateDir, stopts...)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ type ServeCmd struct {
 	WhoisStatic         []string `help:"Static identity map IP=MACHINE[/USER] instead of tailscale whois (loopback testing only)." env:"PIFLEET_WHOIS_STATIC" sep:","`
 	Machine             string   `help:"Machine name announced in hello (default: the short host name)." env:"PIFLEET_MACHINE"`
 	StateDir            string   `help:"State directory (database, bundle cache, shim sockets)." default:"${default_state_dir}" env:"PIFLEET_AGENT_STATE_DIR" type:"path"`
+	ResetState          bool     `help:"When agent.db in the state directory is corrupt (empty, truncated, damaged), move it aside to agent.db.corrupt-<time> and start with an empty state, losing its worker records and unacknowledged task reports. Without it such a file stops the agent with an error. A sound file is never touched." env:"PIFLEET_AGENT_RESET_STATE"`
 	Sessions            string   `help:"pi's sessions root (default: $PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions)." env:"PIFLEET_SESSIONS_ROOT" type:"path"`
 	Pi                  string   `help:"The pi executable." default:"pi" env:"PIFLEET_PI"`
 	PiArg               []string `help:"Extra argument for every worker's pi command line (repeatable)." env:"PIFLEET_PI_ARGS" sep:"none"`
@@ -202,19 +203,20 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 		pin.User = c.ServerUser
 	}
 	cfg := agent.Config{
-		Machine:      c.Machine,
-		Listen:       c.Listen,
-		Port:         c.Port,
-		Pin:          pin,
-		Dial:         c.Dial,
-		StateDir:     c.StateDir,
-		SessionsRoot: c.Sessions,
-		Registry:     c.Registry,
-		PiCommand:    []string{c.Pi},
-		PiArgs:       c.PiArg,
-		MaxWorkers:   c.MaxWorkers,
-		FsAccess:     agent.FsAccess(c.FsAccess),
-		Logger:       log,
+		Machine:           c.Machine,
+		Listen:            c.Listen,
+		Port:              c.Port,
+		Pin:               pin,
+		Dial:              c.Dial,
+		StateDir:          c.StateDir,
+		ResetCorruptState: c.ResetState,
+		SessionsRoot:      c.Sessions,
+		Registry:          c.Registry,
+		PiCommand:         []string{c.Pi},
+		PiArgs:            c.PiArg,
+		MaxWorkers:        c.MaxWorkers,
+		FsAccess:          agent.FsAccess(c.FsAccess),
+		Logger:            log,
 
 		MaxConnsPerIdentity: c.MaxConnsPerIdentity,
 		NoEventDelta:        c.NoEventDelta,

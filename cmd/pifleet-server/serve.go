@@ -32,6 +32,7 @@ const DefaultRegistryPort = 9787
 // API in one process.
 type ServeCmd struct {
 	StateDir       string   `help:"State directory: the fleet's database, the control socket and token." default:"${default_state_dir}" env:"PIFLEET_STATE_DIR" type:"path"`
+	ResetState     bool     `help:"When server.db in the state directory is corrupt (empty, truncated, damaged), move it aside to server.db.corrupt-<time> and start with an empty state, losing its tasks, trust decisions and undelivered task reports. Without it such a file stops the server with an error. A sound file is never touched." env:"PIFLEET_SERVER_RESET_STATE"`
 	Registry       string   `help:"Registry root directory to serve." default:"${default_registry}" type:"path" env:"PIFLEET_REGISTRY"`
 	Listen         string   `help:"Bundle registry HTTP address. Default: the tailscale IPv4 on port 9787 (127.0.0.1:9787 with --whois-static); never all interfaces unless given (0.0.0.0:9787)." env:"PIFLEET_REGISTRY_LISTEN" placeholder:"ADDR"`
 	RegistryURL    string   `help:"URL agents fetch bundles from. Default: http:// and the registry's address." env:"PIFLEET_REGISTRY_URL" placeholder:"URL"`
@@ -156,6 +157,7 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 		// without one it is refused (trust set decides beforehand).
 		opts = append(opts, fleet.WithPrompter(trust.NewTerminal(os.Stdin, os.Stderr)))
 	}
+	opts = append(opts, fleet.WithResetCorruptState(c.ResetState))
 	f, err := fleet.New(opts...)
 	if err != nil {
 		regLn.Close()

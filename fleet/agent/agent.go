@@ -102,10 +102,14 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: state dir: %w", err)
 		}
 	}
-	store, err := agentstore.Open(cfg.StateDir,
-		agentstore.WithClock(cfg.Now),
-		agentstore.WithLogger(cfg.Logger),
-		agentstore.WithRetryPolicy(retryPolicy{min: cfg.OutboxRetryMin, max: cfg.OutboxRetryMax}))
+	stopts := []agentstore.Option{agentstore.WithClock(cfg.Now), agentstore.WithLogger(cfg.Logger),
+		agentstore.WithRetryPolicy(retryPolicy{min: cfg.OutboxRetryMin, max: cfg.OutboxRetryMax})}
+	if cfg.ResetCorruptState {
+		stopts = append(stopts, agentstore.WithResetCorrupt(func(movedTo string, cause error) {
+			cfg.Logger.Warn().Str("movedTo", movedTo).AnErr("cause", cause).Msg("corrupt state file moved aside; starting with an empty state")
+		}))
+	}
+	store, err := agentstore.Open(cfg.StateDir, stopts...)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"example.com/pifleet/bundle"
 	"example.com/pifleet/fleet/agent/internal/fsservice"
+	"example.com/pifleet/internal/boltfile"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
@@ -145,6 +146,13 @@ type Config struct {
 	// StateDir holds the agent's database (outbox, instance registry),
 	// the bundle cache (under bundles/) and the shims' sockets.
 	StateDir string
+	// ResetCorruptState makes New move a corrupt agent.db (empty,
+	// truncated, damaged, holding a record that does not decode) aside to
+	// agent.db.corrupt-<time> and start with an empty one, losing its
+	// instance records and unacknowledged task_done. Without it (the
+	// default) New fails with an error matching ErrCorruptState and the
+	// file is left untouched.
+	ResetCorruptState bool
 	// SessionsRoot is where pi writes sessions (default: pi's own,
 	// ~/.pi/agent/sessions); each worker gets --session-dir under it.
 	SessionsRoot string
@@ -251,6 +259,12 @@ type Config struct {
 
 // ErrConfig is matched by every configuration error.
 var ErrConfig = errors.New("agent: invalid configuration")
+
+// ErrCorruptState is matched by the error of New when agent.db exists but
+// cannot be trusted (empty, truncated, damaged, or holding a record that
+// does not decode); the error names the file and what to do (see
+// Config.ResetCorruptState).
+var ErrCorruptState = boltfile.ErrCorrupt
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Pin.Machine == "" {

@@ -28,8 +28,8 @@ func (e *CorruptError) Error() string {
 		reason += ": " + e.Err.Error()
 	}
 	return fmt.Sprintf("state file %s is corrupt (%s); it was left untouched. "+
-		"Restore it from a backup, or start with an empty state: --reset-state moves it aside to %s.corrupt-<time> "+
-		"(losing what it held) and starts afresh", e.Path, reason, filepath.Base(e.Path))
+		"Restore it from a backup, or start with an empty state: --reset-state (ResetCorruptState in the Go packages) "+
+		"moves it aside to %s.corrupt-<time>, losing what it held, and starts afresh", e.Path, reason, filepath.Base(e.Path))
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true.

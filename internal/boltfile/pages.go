@@ -90,7 +90,7 @@ type pageChecker struct {
 // bbolt's own Tx.Check does, once the file is known to be safe to read.
 func checkPages(r io.ReaderAt, size int64) error {
 	if size == 0 {
-		return errors.New("the file is empty (0 bytes)")
+		return errors.New("it is empty: 0 bytes")
 	}
 	m, pageSize, err := readMeta(r, size)
 	if err != nil {
@@ -98,7 +98,7 @@ func checkPages(r io.ReaderAt, size int64) error {
 	}
 	c := &pageChecker{r: r, size: size, pageSize: pageSize, meta: m, seen: map[uint64]bool{0: true, 1: true}, freed: map[uint64]bool{}}
 	if m.pgid < 2 || m.pgid > uint64(size)/uint64(pageSize) {
-		return fmt.Errorf("the file is truncated: it is %d bytes, its header counts %d pages of %d bytes (%d bytes)",
+		return fmt.Errorf("it is truncated: %d bytes, where its header counts %d pages of %d bytes, %d bytes",
 			size, m.pgid, pageSize, m.pgid*uint64(pageSize))
 	}
 	if m.freelist != noFreelist {

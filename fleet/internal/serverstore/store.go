@@ -139,6 +139,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		spec.OnReset = func(movedTo string, cause *boltfile.CorruptError) { o.reset(movedTo, cause) }
 	}
 	db, err := boltfile.Open(spec)
+	var corrupt *boltfile.CorruptError
+	if errors.As(err, &corrupt) {
+		return nil, err // it names the file and what to do
+	}
 	if err != nil {
 		return nil, fmt.Errorf("serverstore: %w", err)
 	}
