@@ -4,7 +4,6 @@ package fleet_test
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,53 +11,9 @@ import (
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/transport"
 )
-
-// smallDisk mounts a tmpfs of size for the test (we run as root in CI);
-// the test is skipped, saying why, where mounting is not permitted.
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "pfd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		os.Remove(dir)
-		t.Skipf("a full disk needs a small tmpfs, and mounting one is not permitted here: %v", err)
-	}
-	t.Cleanup(func() {
-		syscall.Unmount(dir, syscall.MNT_DETACH)
-		os.Remove(dir)
-	})
-	return dir
-}
-
-// fillDisk fills the file system of dir to the last byte and returns what
-// frees the space again.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for len(chunk) > 0 {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			chunk = chunk[:len(chunk)/2]
-		}
-	}
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestSubmitOnAFullServerDiskFailsAndLeavesNoPhantom (#16 defect 4):
 // when the task record cannot be written, Submit returns the write error
@@ -66,7 +21,7 @@ func fillDisk(t *testing.T, dir string) (free func()) {
 // cannot review. A task_done for a task the server does not know writes
 // no blank record. Once space returns, Submit works.
 func TestSubmitOnAFullServerDiskFailsAndLeavesNoPhantom(t *testing.T) {
-	disk := smallDisk(t, "4m")
+	disk := e2ekit.SmallDisk(t, "4m")
 	peer := newTestAgentPeer(t, "box", true)
 	reg := t.TempDir()
 	publish(t, reg, "default", `{}`)
@@ -75,7 +30,7 @@ func TestSubmitOnAFullServerDiskFailsAndLeavesNoPhantom(t *testing.T) {
 	inst := spawn(t, tf, "box")
 	drainFrames(peer)
 
-	free := fillDisk(t, disk)
+	free := e2ekit.FillDisk(t, disk)
 	// A prompt as large as a task record keeps: its pages cannot come
 	// from the store's free list.
 	_, err := inst.Submit(t.Context(), strings.Repeat("x", serverstore.MaxTextBytes), fleet.PromptOptions{})

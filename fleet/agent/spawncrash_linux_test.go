@@ -5,6 +5,7 @@ package agent
 import (
 	"testing"
 
+	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/transport"
 )
 
@@ -21,7 +22,7 @@ func TestKill9DuringSpawnLeavesNoWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts agent processes")
 	}
-	adoptOrphans(t)
+	e2ekit.BecomeSubreaper(t)
 	for _, point := range []string{"before-start", "started", "before-complete"} {
 		t.Run(point, func(t *testing.T) {
 			w := newWorld(t)
@@ -77,7 +78,9 @@ func TestUnadoptableWorkerIsStopped(t *testing.T) {
 	if len(l) != 1 || l[0].InstanceID != inst.InstanceID || l[0].State != transport.InstanceLost {
 		t.Fatalf("after the restart: %+v", l)
 	}
-	if p, ok := processes(t)[pid]; ok && p.state != 'Z' {
-		t.Errorf("the lost instance's worker %v still runs", p)
+	for _, p := range e2ekit.Descendants(1) { // wherever it went
+		if p.PID == pid && p.State != 'Z' {
+			t.Errorf("the lost instance's worker %v still runs", p)
+		}
 	}
 }

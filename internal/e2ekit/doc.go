@@ -27,4 +27,12 @@
 // or never was written) and ends it with SIGTERM through a pidfd, so that
 // no reused pid is ever signalled; the shim's watchdog takes the worker's
 // process group down with it.
+//
+// # Faults
+//
+// On Linux the package also has what fault-injection tests share:
+// SmallDisk and FillDisk give a test a disk of its own to fill (a tmpfs),
+// and Descendants lists the processes below a pid by parent links, which
+// BecomeSubreaper keeps true for the shims of a killed agent, so that a
+// test counts what was left behind by the process tree, never by name.
 package e2ekit
