@@ -73,7 +73,7 @@ type Spec struct {
 	ResetCorrupt bool
 	// OnReset, if set, hears of each file ResetCorrupt moved aside: where
 	// it is now and why it was moved.
-	OnReset func(movedTo string, cause *CorruptError)
+	OnReset func(movedTo string, cause error)
 }
 
 // Open opens the file of spec, creating it when it does not exist. Errors

@@ -153,7 +153,7 @@ func TestOpenRefusesCorruptFiles(t *testing.T) {
 			s := jsonSpec(dir)
 			s.ResetCorrupt = true
 			var moved string
-			s.OnReset = func(to string, cause *boltfile.CorruptError) { moved = to }
+			s.OnReset = func(to string, cause error) { moved = to }
 			db, err := boltfile.Open(s)
 			if err != nil {
 				t.Fatalf("open with ResetCorrupt: %v", err)

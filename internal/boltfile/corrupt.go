@@ -37,3 +37,14 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // Unwrap returns the underlying error.
 func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Named prefixes err of Open with the name of the store that opened the
+// file, except a *CorruptError, which names the file itself and is
+// returned as it is: it is read by the user who must act on it.
+func Named(store string, err error) error {
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", store, err)
+}

@@ -1,10 +1,8 @@
 package serverstore
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strings"
 	"testing"
 
@@ -58,31 +56,18 @@ func TestOpenRefusesACorruptStateFile(t *testing.T) {
 		{Bucket: bucketPendingIdx, Key: orderKey(2)},
 		{Bucket: bucketMeta, Key: keyNotifiedCount},
 	}
-	for _, c := range boltfiletest.Corruptions(bucketMeta, allBuckets, records...) {
-		t.Run(c.Name, func(t *testing.T) {
-			dir := t.TempDir()
-			populated(t, dir)
-			path := filepath.Join(dir, FileName)
-			c.Damage(t, path)
-
-			_, err := Open(dir)
-			var ce *CorruptFileError
-			if !errors.As(err, &ce) || !errors.Is(err, ErrCorruptFile) || ce.Path != path {
-				t.Fatalf("open: %v, want a *CorruptFileError naming %s", err, path)
+	boltfiletest.Refuses(t, boltfiletest.Store{
+		File:     FileName,
+		Populate: populated,
+		Open: func(dir string, onReset func(string, error)) (io.Closer, error) {
+			if onReset != nil {
+				return Open(dir, WithResetCorrupt(onReset))
 			}
-
-			var moved string
-			st, err := Open(dir, WithResetCorrupt(func(to string, _ error) { moved = to }))
-			if err != nil {
-				t.Fatalf("open with WithResetCorrupt: %v", err)
-			}
-			defer st.Close()
-			if _, err := os.Stat(moved); err != nil || !strings.HasPrefix(filepath.Base(moved), FileName+".corrupt-") {
-				t.Errorf("moved aside to %q: %v", moved, err)
-			}
-			if tasks, err := st.ListTasks(); err != nil || len(tasks) != 0 {
-				t.Errorf("the fresh file lists %d tasks (%v)", len(tasks), err)
-			}
-		})
-	}
+			return Open(dir)
+		},
+		Empty: func(t *testing.T, opened io.Closer) bool {
+			tasks, err := opened.(*Store).ListTasks()
+			return err == nil && len(tasks) == 0
+		},
+	}, boltfiletest.Corruptions(bucketMeta, allBuckets, records...))
 }

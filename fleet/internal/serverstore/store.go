@@ -97,7 +97,7 @@ func WithLockTimeout(d time.Duration) Option { return func(o *options) { o.lockT
 
 // WithResetCorrupt makes Open move a corrupt state file aside (to
 // FileName.corrupt-<time>, next to it) and start with an empty one
-// instead of failing with a *CorruptError; onReset (if not nil) hears
+// instead of failing with a *CorruptFileError; onReset (if not nil) hears
 // where the old file went and why.
 func WithResetCorrupt(onReset func(movedTo string, cause error)) Option {
 	return func(o *options) {
@@ -133,18 +133,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if o.retention.MaxAge <= 0 {
 		return nil, &InvalidError{Field: "retention.MaxAge", Reason: fmt.Sprintf("%v, must be positive", o.retention.MaxAge)}
 	}
-	spec := boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets, LockTimeout: o.lockTimeout, Verify: verify}
-	if o.reset != nil {
-		spec.ResetCorrupt = true
-		spec.OnReset = func(movedTo string, cause *boltfile.CorruptError) { o.reset(movedTo, cause) }
-	}
-	db, err := boltfile.Open(spec)
-	var corrupt *boltfile.CorruptError
-	if errors.As(err, &corrupt) {
-		return nil, err // it names the file and what to do
-	}
+	db, err := boltfile.Open(boltfile.Spec{Dir: dir, File: FileName, Layout: layoutVersion, Buckets: allBuckets,
+		LockTimeout: o.lockTimeout, Verify: verify, ResetCorrupt: o.reset != nil, OnReset: o.reset})
 	if err != nil {
-		return nil, fmt.Errorf("serverstore: %w", err)
+		return nil, boltfile.Named("serverstore", err)
 	}
 	path := filepath.Join(dir, FileName)
 	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention}

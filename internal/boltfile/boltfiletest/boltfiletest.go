@@ -4,12 +4,18 @@
 package boltfiletest
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"example.com/pifleet/internal/boltfile"
 )
 
 // Corruption damages a state file.
@@ -193,5 +199,53 @@ func fill(b []byte, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	for i := range b {
 		b[i] = byte(r.Uint32())
+	}
+}
+
+// Store is a store under test: how to fill its state file and open it.
+type Store struct {
+	// File is the state file's name inside the directory.
+	File string
+	// Populate writes a state file holding records of every kind into
+	// dir, and closes it.
+	Populate func(t *testing.T, dir string)
+	// Open opens the store in dir; a non-nil onReset asks it to move a
+	// corrupt file aside (and be told where) instead of failing.
+	Open func(dir string, onReset func(movedTo string, cause error)) (io.Closer, error)
+	// Empty reports whether the opened store holds no records.
+	Empty func(t *testing.T, opened io.Closer) bool
+}
+
+// Refuses damages a freshly populated file with each corruption in turn:
+// opening it must fail with a *boltfile.CorruptError naming the file (a
+// panic fails the test), and opening it with a reset must start empty,
+// with the damaged file kept beside it under <File>.corrupt-<time>.
+func Refuses(t *testing.T, s Store, cs []Corruption) {
+	for _, c := range cs {
+		t.Run(c.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			s.Populate(t, dir)
+			path := filepath.Join(dir, s.File)
+			c.Damage(t, path)
+
+			_, err := s.Open(dir, nil)
+			var ce *boltfile.CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, boltfile.ErrCorrupt) || ce.Path != path {
+				t.Fatalf("open: %v, want a *boltfile.CorruptError naming %s", err, path)
+			}
+
+			var moved string
+			opened, err := s.Open(dir, func(to string, _ error) { moved = to })
+			if err != nil {
+				t.Fatalf("open with a reset: %v", err)
+			}
+			defer opened.Close()
+			if _, err := os.Stat(moved); err != nil || !strings.HasPrefix(filepath.Base(moved), s.File+".corrupt-") {
+				t.Errorf("moved aside to %q: %v", moved, err)
+			}
+			if !s.Empty(t, opened) {
+				t.Error("the new file is not empty")
+			}
+		})
 	}
 }

@@ -1,10 +1,8 @@
 package agentstore
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strings"
 	"testing"
 
@@ -45,31 +43,18 @@ func TestOpenRefusesACorruptStateFile(t *testing.T) {
 		{Bucket: bucketOutbox, Key: last.Seq.key()},
 		{Bucket: bucketMeta, Key: keyLastSeq},
 	}
-	for _, c := range boltfiletest.Corruptions(bucketMeta, allBuckets, records...) {
-		t.Run(c.Name, func(t *testing.T) {
-			dir := t.TempDir()
-			populated(t, dir)
-			path := filepath.Join(dir, FileName)
-			c.Damage(t, path)
-
-			_, err := Open(dir)
-			var ce *CorruptFileError
-			if !errors.As(err, &ce) || !errors.Is(err, ErrCorruptFile) || ce.Path != path {
-				t.Fatalf("open: %v, want a *CorruptFileError naming %s", err, path)
+	boltfiletest.Refuses(t, boltfiletest.Store{
+		File:     FileName,
+		Populate: func(t *testing.T, dir string) { populated(t, dir) },
+		Open: func(dir string, onReset func(string, error)) (io.Closer, error) {
+			if onReset != nil {
+				return Open(dir, WithResetCorrupt(onReset))
 			}
-
-			var moved string
-			s, err := Open(dir, WithResetCorrupt(func(to string, _ error) { moved = to }))
-			if err != nil {
-				t.Fatalf("open with WithResetCorrupt: %v", err)
-			}
-			defer s.Close()
-			if _, err := os.Stat(moved); err != nil || !strings.HasPrefix(filepath.Base(moved), FileName+".corrupt-") {
-				t.Errorf("moved aside to %q: %v", moved, err)
-			}
-			if list, err := s.Instances(); err != nil || len(list) != 0 {
-				t.Errorf("the fresh file lists %d instances (%v)", len(list), err)
-			}
-		})
-	}
+			return Open(dir)
+		},
+		Empty: func(t *testing.T, opened io.Closer) bool {
+			list, err := opened.(*Store).Instances()
+			return err == nil && len(list) == 0
+		},
+	}, boltfiletest.Corruptions(bucketMeta, allBuckets, records...))
 }
