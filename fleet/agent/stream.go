@@ -92,7 +92,8 @@ func (s *streamer) forward(ev worker.Event) {
 			ps = &peerStream{batch: streamdelta.NewBatch(s.in.id)}
 			s.peers[p] = ps
 		}
-		if !ps.batch.Fits(ev.Seq) || ps.batch.Size()+len(ev.Raw) > batchBytes {
+		// A whole event might not fit in the frame with what waits.
+		if !ps.batch.Fits(ev.Seq) || !ps.chain.Codes(coded) && ps.batch.Size()+len(ev.Raw) > batchBytes {
 			s.send(p, ps)
 		}
 		ps.batch.Add(&ps.chain, coded)

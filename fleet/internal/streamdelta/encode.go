@@ -236,11 +236,14 @@ type Chain struct {
 	shape bool // ... and the ops it was coded with
 }
 
+// Codes reports whether Pick would code c (rather than send it whole).
+func (ch *Chain) Codes(c *Coded) bool { return ch.has && ch.seq == c.base && c.delta != nil }
+
 // Pick returns the entry this connection gets for c, and records that it
 // got it. ok is false when the connection has no base for c: the entry is
 // then the whole event.
 func (ch *Chain) Pick(c *Coded) (entry []byte, coded bool) {
-	prevOK, prevShape := ch.has && ch.seq == c.base && c.delta != nil, ch.shape
+	prevOK, prevShape := ch.Codes(c), ch.shape
 	ch.seq, ch.has = c.Seq, c.links
 	switch {
 	case prevOK && prevShape && c.short != nil:

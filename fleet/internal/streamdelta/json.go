@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"example.com/pifleet/internal/jsonscan"
 )
 
 // maxDepth bounds the nesting the parser follows (input is untrusted).
@@ -26,18 +28,19 @@ type node struct {
 // errSyntax is wrapped by every parse error.
 var errSyntax = errors.New("not compact JSON")
 
+// parser builds a tree from compact JSON. The tokens are jsonscan's; the
+// structure (no whitespace anywhere, so that writing the tree back gives
+// the same bytes) is checked here.
 type parser struct {
-	b       []byte
-	i       int
-	depth   int
-	build   bool // build a tree (compact JSON only) rather than only skip
-	spaceOK bool
+	b     []byte
+	i     int
+	depth int
 }
 
 // parseTree reads b, which must be exactly one JSON value without
 // insignificant whitespace (what JSON.stringify writes), into a tree.
 func parseTree(b []byte) (*node, error) {
-	p := &parser{b: b, build: true}
+	p := &parser{b: b}
 	n, err := p.value()
 	if err != nil {
 		return nil, err
@@ -51,272 +54,99 @@ func parseTree(b []byte) (*node, error) {
 // skipValue returns the end of the JSON value that starts at b[i]
 // (whitespace allowed), checking its syntax without building anything.
 func skipValue(b []byte, i int) (int, error) {
-	p := &parser{b: b, i: i, spaceOK: true}
-	if _, err := p.value(); err != nil {
-		return 0, err
+	sc := jsonscan.Scanner{MaxDepth: maxDepth}
+	end := sc.SkipValue(b, i)
+	if end < 0 {
+		at, why := sc.Err()
+		return 0, fmt.Errorf("%w: offset %d: %s", errSyntax, at, why)
 	}
-	return p.i, nil
+	return end, nil
 }
 
 func (p *parser) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: offset %d: %s", errSyntax, p.i, fmt.Sprintf(format, args...))
 }
 
-func (p *parser) space() {
-	if !p.spaceOK {
-		return
-	}
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
 func (p *parser) value() (*node, error) {
-	p.space()
 	if p.i >= len(p.b) {
 		return nil, p.errorf("unexpected end")
 	}
-	start := p.i
+	start, end := p.i, -1
 	switch c := p.b[p.i]; {
-	case c == '{':
-		return p.object(start)
-	case c == '[':
-		return p.array(start)
+	case c == '{' || c == '[':
+		return p.container(c)
 	case c == '"':
-		if err := p.str(); err != nil {
-			return nil, err
-		}
+		end, _ = jsonscan.SkipString(p.b, p.i)
 	case c == '-' || c >= '0' && c <= '9':
-		if err := p.number(); err != nil {
-			return nil, err
-		}
+		end = jsonscan.SkipNumber(p.b, p.i)
 	case c == 't':
-		if err := p.literal("true"); err != nil {
-			return nil, err
-		}
+		end = p.literal("true")
 	case c == 'f':
-		if err := p.literal("false"); err != nil {
-			return nil, err
-		}
+		end = p.literal("false")
 	case c == 'n':
-		if err := p.literal("null"); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, p.errorf("unexpected %q", c)
+		end = p.literal("null")
 	}
-	if !p.build {
-		return nil, nil
+	if end < 0 {
+		return nil, p.errorf("not a JSON value")
 	}
-	return &node{raw: p.b[start:p.i]}, nil
+	p.i = end
+	return &node{raw: p.b[start:end]}, nil
 }
 
-func (p *parser) enter() error {
-	p.depth++
-	if p.depth > maxDepth {
-		return p.errorf("nested deeper than %d", maxDepth)
-	}
-	return nil
-}
-
-func (p *parser) object(start int) (*node, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.i++ // {
-	var n *node
-	if p.build {
-		n = &node{kind: '{'}
-	}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
-		p.depth--
-		if n != nil {
-			n.raw = p.b[start:p.i]
-		}
-		return n, nil
-	}
-	for {
-		p.space()
-		ks := p.i
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return nil, p.errorf("want a key")
-		}
-		if err := p.str(); err != nil {
-			return nil, err
-		}
-		key := p.b[ks:p.i]
-		p.space()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return nil, p.errorf("want ':'")
-		}
-		p.i++
-		kid, err := p.value()
-		if err != nil {
-			return nil, err
-		}
-		if n != nil {
-			n.keys = append(n.keys, key)
-			n.kids = append(n.kids, kid)
-		}
-		p.space()
-		if p.i >= len(p.b) {
-			return nil, p.errorf("unexpected end in an object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			p.depth--
-			if n != nil {
-				n.raw = p.b[start:p.i]
-			}
-			return n, nil
-		default:
-			return nil, p.errorf("want ',' or '}'")
-		}
-	}
-}
-
-func (p *parser) array(start int) (*node, error) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.i++ // [
-	var n *node
-	if p.build {
-		n = &node{kind: '['}
-	}
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
-		p.depth--
-		if n != nil {
-			n.raw = p.b[start:p.i]
-		}
-		return n, nil
-	}
-	for {
-		kid, err := p.value()
-		if err != nil {
-			return nil, err
-		}
-		if n != nil {
-			n.kids = append(n.kids, kid)
-		}
-		p.space()
-		if p.i >= len(p.b) {
-			return nil, p.errorf("unexpected end in an array")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			p.depth--
-			if n != nil {
-				n.raw = p.b[start:p.i]
-			}
-			return n, nil
-		default:
-			return nil, p.errorf("want ',' or ']'")
-		}
-	}
-}
-
-// str reads a string, escapes checked. Bytes at or above 0x80 pass as
-// they are (the transport checked the frame's encoding).
-func (p *parser) str() error {
-	p.i++ // "
-	for p.i < len(p.b) {
-		// Most of a string is plain: jump to the next quote or backslash.
-		j := bytes.IndexAny(p.b[p.i:], "\"\\")
-		if j < 0 {
-			break
-		}
-		for _, c := range p.b[p.i : p.i+j] {
-			if c < 0x20 {
-				return p.errorf("control character in a string")
-			}
-		}
-		p.i += j
-		if p.b[p.i] == '"' {
-			p.i++
-			return nil
-		}
-		p.i++ // backslash
-		if p.i >= len(p.b) {
-			break
-		}
-		switch p.b[p.i] {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			p.i++
-		case 'u':
-			if p.i+5 > len(p.b) || !isHex(p.b[p.i+1]) || !isHex(p.b[p.i+2]) || !isHex(p.b[p.i+3]) || !isHex(p.b[p.i+4]) {
-				return p.errorf("bad \\u escape")
-			}
-			p.i += 5
-		default:
-			return p.errorf("bad escape")
-		}
-	}
-	return p.errorf("unterminated string")
-}
-
-func isHex(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func (p *parser) digits() int {
-	n := 0
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-		n++
-	}
-	return n
-}
-
-func (p *parser) number() error {
-	if p.b[p.i] == '-' {
-		p.i++
-	}
-	switch {
-	case p.i < len(p.b) && p.b[p.i] == '0':
-		p.i++
-	case p.digits() == 0:
-		return p.errorf("bad number")
-	}
-	if p.i < len(p.b) && p.b[p.i] == '.' {
-		p.i++
-		if p.digits() == 0 {
-			return p.errorf("bad number")
-		}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
-			p.i++
-		}
-		if p.digits() == 0 {
-			return p.errorf("bad number")
-		}
-	}
-	return nil
-}
-
-func (p *parser) literal(word string) error {
+func (p *parser) literal(word string) int {
 	if !bytes.HasPrefix(p.b[p.i:], []byte(word)) {
-		return p.errorf("bad literal")
+		return -1
 	}
-	p.i += len(word)
-	return nil
+	return p.i + len(word)
+}
+
+// container reads an object or an array: members or elements separated by
+// single commas, nothing in between.
+func (p *parser) container(open byte) (*node, error) {
+	if p.depth++; p.depth > maxDepth {
+		return nil, p.errorf("nested deeper than %d", maxDepth)
+	}
+	closing := byte(']')
+	if open == '{' {
+		closing = '}'
+	}
+	start := p.i
+	n := &node{kind: open}
+	p.i++
+	for first := true; ; first = false {
+		if p.i < len(p.b) && p.b[p.i] == closing && first {
+			break
+		}
+		if open == '{' {
+			ks := p.i
+			end := -1
+			if p.i < len(p.b) && p.b[p.i] == '"' {
+				end, _ = jsonscan.SkipString(p.b, p.i)
+			}
+			if end < 0 || end >= len(p.b) || p.b[end] != ':' {
+				return nil, p.errorf("want a key and ':'")
+			}
+			n.keys = append(n.keys, p.b[ks:end])
+			p.i = end + 1
+		}
+		kid, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		n.kids = append(n.kids, kid)
+		if p.i < len(p.b) && p.b[p.i] == ',' {
+			p.i++
+			continue
+		}
+		if p.i >= len(p.b) || p.b[p.i] != closing {
+			return nil, p.errorf("want ',' or %q", closing)
+		}
+		break
+	}
+	p.i++
+	p.depth--
+	n.raw = p.b[start:p.i]
+	return n, nil
 }
 
 // appendTo writes n as compact JSON.
