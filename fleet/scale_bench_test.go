@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ import (
 // descriptors than a default limit allows. Heartbeats go out every second
 // here instead of every 15 s, so that a short window sees many rounds;
 // the CPU per round is what scales.
+//
+// PIFLEET_SCALE_HEAPPROFILE=FILE writes a heap profile once every
+// instance runs; PIFLEET_SCALE_CPUPROFILE=FILE profiles the idle rounds.
 func BenchmarkServerScale(b *testing.B) {
 	for _, agents := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchServerScale(b, agents, 10) })
@@ -56,14 +60,25 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 		c.Conn.ExpiryTimeout = 30 * beat
 	})
 	publish(b, tf.regRoot, "default", `{}`)
-	tf.sub.Close() // too small for 10,000 agents' changes
-	sub := tf.Subscribe(1 << 18)
+	tf.sub.Close() // nobody reads it here
+	// A wake-up only: the status is checked after each batch of changes,
+	// so changes that do not fit are not missed (the status has them).
+	// A buffer for every change would weigh more than the connections.
+	sub := tf.Subscribe(1024)
 	defer sub.Close()
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	for established(tf.Status(ctx)) < agents {
 		select {
 		case <-sub.C:
+		drain:
+			for {
+				select {
+				case <-sub.C:
+				default:
+					break drain
+				}
+			}
 		case <-ctx.Done():
 			b.Fatalf("%d of %d agents established", established(tf.Status(ctx)), agents)
 		}
@@ -97,9 +112,21 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	}
 	mem := memInUse()
 	mem.sub(mem0)
+	if p := os.Getenv("PIFLEET_SCALE_HEAPPROFILE"); p != "" {
+		writeProfile(b, p, pprof.WriteHeapProfile)
+	}
 	heapInstances := mem.heap - memAgents.heap
 
 	// Idle: only heartbeats flow. Measure the process's CPU over rounds.
+	if p := os.Getenv("PIFLEET_SCALE_CPUPROFILE"); p != "" {
+		writeProfile(b, p, func(w io.Writer) error {
+			if err := pprof.StartCPUProfile(w); err != nil {
+				return err
+			}
+			b.Cleanup(pprof.StopCPUProfile) // before the file closes: cleanups run last first
+			return nil
+		})
+	}
 	cpu0, wall0 := cpuTime(), time.Now()
 	for b.Loop() {
 		time.Sleep(beat) // one heartbeat round per iteration, by design
@@ -114,6 +141,19 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
+}
+
+// writeProfile creates path and has write fill it; the file closes when
+// the benchmark ends.
+func writeProfile(b *testing.B, path string, write func(io.Writer) error) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	if err := write(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // startPeerHosts starts enough peer hosts for n agents and returns the
