@@ -48,6 +48,10 @@ var (
 	ErrPromptLost = errors.New("fleet: task failed: its prompt was lost")
 	// ErrSpawn is matched by every *SpawnError.
 	ErrSpawn = errors.New("fleet: spawn refused by the agent")
+	// ErrSpawnStopped: the instance was stopped (Stop on its spawn id)
+	// before its worker was up; matched by every *SpawnStoppedError,
+	// which also matches ErrInstanceEnded.
+	ErrSpawnStopped = errors.New("fleet: spawn stopped")
 	// ErrFileService is matched by every *FileError.
 	ErrFileService = errors.New("fleet: file service error")
 	// ErrRebundle is matched by every *RebundleError.
@@ -134,6 +138,25 @@ func (e *SpawnError) Error() string {
 
 // Is makes errors.Is(err, ErrSpawn) true.
 func (e *SpawnError) Is(target error) bool { return target == ErrSpawn }
+
+// SpawnStoppedError is what Spawn returns when the instance was stopped
+// while it was being spawned: the agent gave the spawn up, or stopped the
+// worker it had just started.
+type SpawnStoppedError struct {
+	Agent, Bundle string
+	// SpawnID is the id the instance went by during its spawn.
+	SpawnID string
+}
+
+func (e *SpawnStoppedError) Error() string {
+	return fmt.Sprintf("fleet: spawn %s of bundle %q on %s was stopped before its worker was up", e.SpawnID, e.Bundle, e.Agent)
+}
+
+// Is makes errors.Is(err, ErrSpawnStopped) and errors.Is(err,
+// ErrInstanceEnded) true.
+func (e *SpawnStoppedError) Is(target error) bool {
+	return target == ErrSpawnStopped || target == ErrInstanceEnded
+}
 
 // StateError reports an operation the instance's (or task's) current
 // state does not allow.

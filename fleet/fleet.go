@@ -564,10 +564,10 @@ func (f *Fleet) transitionLocked(inst *instance, ev InstanceEvent) bool {
 	case InstanceTable.IsFinal(to):
 		msg = "worker ended"
 	}
-	f.log.Info().Str("instance", inst.id).Str("agent", inst.agent).Str("cwd", inst.rec.Cwd).Str("bundle", inst.rec.Bundle).
+	f.log.Info().Str("instance", inst.ref()).Str("agent", inst.agent).Str("cwd", inst.rec.Cwd).Str("bundle", inst.rec.Bundle).
 		Str("traceId", inst.rec.TraceID).Str("event", string(ev)).Str("from", string(from)).Str("to", string(to)).
 		Str("reason", inst.rec.EndReason).Msg(msg)
-	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, TaskID: inst.openTask,
+	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.ref(), TaskID: inst.openTask,
 		Event: string(ev), From: string(from), To: string(to)})
 	return true
 }

@@ -310,8 +310,8 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 // provisioning → degraded_cache.
 func (f *Fleet) onSpawnProgressLocked(a *agentState, fr *transport.SpawnProgressFrame) []func() {
 	inst := a.spawning[fr.SpawnID]
-	if inst == nil {
-		return nil
+	if inst == nil || inst.m.State() == StateStopping {
+		return nil // unknown, or stopped during its spawn: its answer ends it
 	}
 	switch fr.Phase {
 	case transport.SpawnAccepted:
@@ -331,10 +331,10 @@ func (f *Fleet) onSpawnProgressLocked(a *agentState, fr *transport.SpawnProgress
 			inst.rec.Degraded = true
 		}
 	}
-	p := SpawnProgress{Phase: string(fr.Phase), Bundle: fr.Bundle, BundleHash: fr.BundleHash, Message: fr.Message,
+	p := SpawnProgress{SpawnID: fr.SpawnID, Phase: string(fr.Phase), Bundle: fr.Bundle, BundleHash: fr.BundleHash, Message: fr.Message,
 		FilesTotal: num(fr.FilesTotal), FilesFetched: num(fr.FilesFetched), FilesReused: num(fr.FilesReused),
 		BytesFetched: num(fr.BytesFetched), BytesReused: num(fr.BytesReused)}
-	f.publishLocked(Change{Kind: ChangeSpawnProgress, Agent: a.name, Event: string(fr.Phase), Message: fr.Message})
+	f.publishLocked(Change{Kind: ChangeSpawnProgress, Agent: a.name, InstanceID: fr.SpawnID, Event: string(fr.Phase), Message: fr.Message})
 	if fn := inst.onProgress; fn != nil {
 		return []func(){func() { fn(p) }}
 	}

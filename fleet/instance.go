@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"example.com/pifleet/bundle"
@@ -18,11 +19,14 @@ import (
 
 // instance is the fleet's view of one worker; guarded by Fleet.mu.
 type instance struct {
-	f     *Fleet
-	id    string
-	agent string
-	rec   serverstore.Instance
-	m     fsmkit.Machine[InstanceState, InstanceEvent]
+	f  *Fleet
+	id string
+	// spawnID is the spawn request's id: it names the instance until the
+	// agent assigns id (Status, Fleet.Instance, Stop).
+	spawnID string
+	agent   string
+	rec     serverstore.Instance
+	m       fsmkit.Machine[InstanceState, InstanceEvent]
 
 	openTask   string
 	maxRejects int
@@ -137,6 +141,9 @@ type Event struct {
 
 // SpawnProgress is one step of a spawn the agent reported.
 type SpawnProgress struct {
+	// SpawnID names the instance until it is spawned: Status lists it
+	// under this id, and Fleet.Instance(SpawnID).Stop gives the spawn up.
+	SpawnID string
 	// Phase is accepted, provisioning, degraded or starting.
 	Phase, Bundle, BundleHash, Message    string
 	FilesTotal, FilesFetched, FilesReused int64
@@ -195,11 +202,34 @@ type Instance struct {
 // ID returns the instance id the agent assigned.
 func (i *Instance) ID() string { return i.id }
 
-// Instance returns a handle on a tracked instance.
+// ref is the id the instance goes by: its spawn id until it is spawned.
+func (inst *instance) ref() string {
+	if inst.id == "" {
+		return inst.spawnID
+	}
+	return inst.id
+}
+
+// instanceLocked returns the instance id names: a spawned one, or one
+// being spawned by its spawn id.
+func (f *Fleet) instanceLocked(id string) *instance {
+	if inst := f.instances[id]; inst != nil {
+		return inst
+	}
+	for _, a := range f.agents {
+		if inst := a.spawning[id]; inst != nil {
+			return inst
+		}
+	}
+	return nil
+}
+
+// Instance returns a handle on a tracked instance, or on one being
+// spawned by its spawn id (SpawnProgress.SpawnID, Status).
 func (f *Fleet) Instance(id string) (*Instance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.instances[id] == nil {
+	if f.instanceLocked(id) == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
 	}
 	return &Instance{f: f, id: id}, nil
@@ -209,7 +239,7 @@ func (f *Fleet) Instance(id string) (*Instance, error) {
 func (i *Instance) State() InstanceState {
 	i.f.mu.Lock()
 	defer i.f.mu.Unlock()
-	if inst := i.f.instances[i.id]; inst != nil {
+	if inst := i.f.instanceLocked(i.id); inst != nil {
 		return inst.m.State()
 	}
 	return ""
@@ -219,7 +249,7 @@ func (i *Instance) State() InstanceState {
 func (i *Instance) Ended() <-chan struct{} {
 	i.f.mu.Lock()
 	defer i.f.mu.Unlock()
-	if inst := i.f.instances[i.id]; inst != nil {
+	if inst := i.f.instanceLocked(i.id); inst != nil {
 		return inst.ended
 	}
 	c := make(chan struct{})
@@ -342,9 +372,15 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		fr.Env = env
 	}
 	spawnID := fr.ID
+	inst.spawnID = spawnID
 	var spawnErr error
 	w, err := f.requestLocked(a, c, fr, func(ans transport.Frame) {
 		delete(a.spawning, spawnID)
+		if inst.m.State() == StateStopping { // stopped during its spawn
+			spawnErr = &SpawnStoppedError{Agent: machine, Bundle: bundleName, SpawnID: spawnID}
+			f.spawnAnswerWhileStoppingLocked(a, inst, ans)
+			return
+		}
 		switch ans := ans.(type) {
 		case *transport.SpawnedFrame:
 			f.spawnedLocked(a, inst, &ans.Instance)
@@ -368,9 +404,28 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	_, err = await(wctx, w)
 	f.mu.Lock()
 	if err != nil {
+		if ctx.Err() != nil && a.waiters[spawnID] == w && inst.m.Can(EventStopRequested) {
+			// The caller gave up: the spawn is stopped as by Stop, so that
+			// no worker is left behind on the agent; its answer ends it.
+			if serr := f.stopSpawnLocked(a, inst); serr != nil {
+				f.log.Warn().Err(serr).Str("spawnId", spawnID).Msg("spawn_cancel not sent: the worker is stopped once spawned")
+				f.fireLocked(inst, EventStopRequested, nil)
+			}
+			f.mu.Unlock()
+			return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
+		}
 		delete(a.waiters, spawnID)
 		delete(a.spawning, spawnID)
-		f.fireLocked(inst, EventSpawnError, nil)
+		if inst.m.State() == StateStopping {
+			// Stopped during its spawn, then the connection was lost: the
+			// agent gives a spawn up with its connection.
+			f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) {
+				r.EndReason = "connection lost while its spawn was being stopped"
+			})
+			err = &SpawnStoppedError{Agent: machine, Bundle: bundleName, SpawnID: spawnID}
+		} else {
+			f.fireLocked(inst, EventSpawnError, nil)
+		}
 		f.mu.Unlock()
 		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
 	}
@@ -385,6 +440,48 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		return nil, err
 	}
 	return h, nil
+}
+
+// isSpawnState reports the states before the worker is up.
+func isSpawnState(s InstanceState) bool {
+	return s == StateRequested || s == StateSpawning || s == StateProvisioning || s == StateDegradedCache
+}
+
+// stopSpawnLocked stops an instance that is being spawned: stopping
+// until the spawn's answer, which spawnAnswerWhileStoppingLocked handles.
+// An agent that knows spawn_cancel gives the spawn up at once; another one
+// answers spawned, and the worker is stopped then.
+//
+// The spawn_cancel is queued before anything changes (a full queue is a
+// *queueFullError, for whileQueueFull).
+func (f *Fleet) stopSpawnLocked(a *agentState, inst *instance) error {
+	if a.conn != nil && a.pifleet && a.hello != nil && slices.Contains(a.hello.Capabilities, transport.CapabilitySpawnCancel) {
+		if err := trySend(a.conn, &transport.SpawnCancelFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, SpawnID: inst.spawnID}); err != nil {
+			return err
+		}
+	}
+	f.fireLocked(inst, EventStopRequested, nil)
+	return nil
+}
+
+// spawnAnswerWhileStoppingLocked ends an instance stopped during its
+// spawn: a spawn_error (spawn_cancelled, or any refusal) means no worker
+// runs; a spawned worker is registered and stopped.
+func (f *Fleet) spawnAnswerWhileStoppingLocked(a *agentState, inst *instance, ans transport.Frame) {
+	sp, ok := ans.(*transport.SpawnedFrame)
+	if !ok {
+		f.fireLocked(inst, EventStoppedGracefully, func(r *serverstore.Instance) { r.EndReason = "stopped during its spawn" })
+		return
+	}
+	inst.id = sp.Instance.InstanceID
+	inst.rec.InstanceID = sp.Instance.InstanceID
+	inst.rec.SessionPath = sp.Instance.SessionPath
+	f.instances[inst.id] = inst
+	f.persistInstanceLocked(inst)
+	if _, err := f.sendStopLocked(inst, a, a.conn); err != nil {
+		// Sent again after the reconnect (stopping, InstanceTable).
+		f.log.Warn().Err(err).Str("instance", inst.id).Msg("stop of a worker stopped during its spawn not sent")
+	}
 }
 
 // spawnedLocked registers a spawned instance: the steps the agent did not
@@ -421,7 +518,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 // lookupLocked returns the instance and its agent's connection, checked
 // against the agent's trust policy for op.
 func (f *Fleet) lookupLocked(id string, op trust.Operation) (*instance, *agentState, *transport.Conn, error) {
-	inst := f.instances[id]
+	inst := f.instanceLocked(id)
 	if inst == nil {
 		return nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
 	}
@@ -619,8 +716,9 @@ func (f *Fleet) sendAbortLocked(inst *instance, c *transport.Conn) error {
 func (i *Instance) Stop(ctx context.Context) error {
 	f := i.f
 	var (
-		inst *instance
-		w    *waiter
+		inst  *instance
+		w     *waiter
+		ended <-chan struct{}
 	)
 	err := f.whileQueueFull(ctx, "stop "+i.id, func() error {
 		var (
@@ -632,6 +730,13 @@ func (i *Instance) Stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if isSpawnState(inst.m.State()) { // the spawn is given up; its answer ends it
+			if err := f.stopSpawnLocked(a, inst); err != nil {
+				return err
+			}
+			ended = inst.ended
+			return nil
+		}
 		var ok bool
 		w, _, ok, err = f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inStop})
 		if !ok {
@@ -641,6 +746,14 @@ func (i *Instance) Stop(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if ended != nil { // stopped during its spawn: the spawn's answer ends it
+		select {
+		case <-ended:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return f.awaitEnd(ctx, inst, w)
 }

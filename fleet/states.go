@@ -114,7 +114,9 @@ const (
 	// EventAbortTimedOut: the aborted run had not settled within
 	// Config.AbortTimeout: the abort did not take and the run goes on.
 	EventAbortTimedOut InstanceEvent = "abortTimedOut"
-	// EventStoppedGracefully: the agent answered stopped {forced:false}.
+	// EventStoppedGracefully: the agent answered stopped {forced:false};
+	// or, for an instance stopped during its spawn, spawn_error (the agent
+	// gave the spawn up: no worker runs).
 	EventStoppedGracefully InstanceEvent = "stoppedGracefully"
 	// EventStoppedForced: the agent answered stopped {forced:true}: the
 	// worker was killed after the grace period.
@@ -204,6 +206,15 @@ const (
 // {forced} fires stoppedGracefully or stoppedForced; an unknown_instance
 // error in answer to stop fires workerGone.
 //
+// Stop during a spawn (requested, spawning, provisioning, degraded_cache;
+// the instance goes by its spawn id until spawned) fires stopRequested and
+// sends spawn_cancel to an agent that knows it; so does a Spawn whose
+// context ends. The spawn's answer then ends the instance: spawn_error
+// (spawn_cancelled, or any refusal) fires stoppedGracefully; spawned (the
+// agent had started the worker, or knows no spawn_cancel) registers the
+// worker and sends it a stop. A connection lost before the answer fires
+// workerGone: the agent gives up a spawn with its connection.
+//
 // Worker exits. An agent's worker_exited notice fires workerGone (unless
 // the instance is stopping: the stop's answer follows); its open task is
 // marked aborted first, so that the task_done that follows opens no
@@ -230,9 +241,10 @@ const (
 // example, only react to workerGone. Spawn states can only be reconciled
 // this way when spawn_progress accepted names the new instance id.
 //
-// Deliberately absent: stop during the spawn states and revising (each is
-// short-lived while connected: the SDK waits for spawned or
-// feedbackDelivered, then stops); prompts,
+// Deliberately absent: stop during revising (a rejection is queued before
+// anything changes, so revising only holds a record of an older server
+// until the reconnect delivers its feedback, and stop needs that
+// connection); prompts,
 // aborts and stops while unreachable (nothing can be delivered: the SDK
 // refuses them); connectionLost from any state but idle and running (see
 // above).
@@ -267,6 +279,7 @@ var InstanceTable = fsmkit.MustTable(fsmkit.Spec[InstanceState, InstanceEvent]{
 		{Event: EventAbortConfirmed, Src: []InstanceState{StateAborting}, Dst: StateIdle},
 		{Event: EventAbortTimedOut, Src: []InstanceState{StateAborting}, Dst: StateRunning},
 		{Event: EventStopRequested, Src: []InstanceState{
+			StateRequested, StateSpawning, StateProvisioning, StateDegradedCache,
 			StateIdle, StateRunning, StateAccepted, StateAborting,
 			StateAwaitingReview, StateVerifying, StateEscalated,
 		}, Dst: StateStopping},

@@ -17,19 +17,23 @@ func TestInstanceTableMatrix(t *testing.T) {
 		StateRequested: {
 			EventSpawnAccepted: StateSpawning,
 			EventSpawnError:    StateFailed,
+			EventStopRequested: StateStopping,
 		},
 		StateSpawning: {
 			EventProvisioningStarted: StateProvisioning,
 			EventSpawnError:          StateFailed,
+			EventStopRequested:       StateStopping,
 		},
 		StateProvisioning: {
 			EventSpawned:       StateIdle,
 			EventCacheDegraded: StateDegradedCache,
 			EventSpawnError:    StateFailed,
+			EventStopRequested: StateStopping,
 		},
 		StateDegradedCache: {
-			EventSpawned:    StateIdle,
-			EventSpawnError: StateFailed,
+			EventSpawned:       StateIdle,
+			EventSpawnError:    StateFailed,
+			EventStopRequested: StateStopping,
 		},
 		StateIdle: {
 			EventPromptDelivered: StateRunning,
@@ -156,6 +160,12 @@ func TestInstanceTableMatchesSeed(t *testing.T) {
 		// must not leave the worker unstoppable; the agent aborts, closes
 		// and kills.
 		fsmtest.Edge("aborting", "stopping", "stopRequested"),
+		// A user can stop a worker at any moment: during its spawn (the
+		// agent gives the spawn up, or the worker is stopped once up).
+		fsmtest.Edge("requested", "stopping", "stopRequested"),
+		fsmtest.Edge("spawning", "stopping", "stopRequested"),
+		fsmtest.Edge("provisioning", "stopping", "stopRequested"),
+		fsmtest.Edge("degraded_cache", "stopping", "stopRequested"),
 		// aborting has its own deadline: an abort not confirmed in time did
 		// not take, and the run goes on.
 		fsmtest.Edge("aborting", "running", "abortTimedOut"),

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -112,8 +113,12 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		st.Agents = append(st.Agents, as)
 	}
 	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
-	for _, inst := range f.instances {
-		is := InstanceStatus{InstanceID: inst.id, Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
+	all := slices.Collect(maps.Values(f.instances))
+	for _, a := range f.agents {
+		all = slices.AppendSeq(all, maps.Values(a.spawning)) // by their spawn ids
+	}
+	for _, inst := range all {
+		is := InstanceStatus{InstanceID: inst.ref(), Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
 			Bundle: inst.rec.Bundle, BundleHash: inst.rec.BundleHash, Model: modelOf(inst.rec.Model), ModelPinned: inst.rec.ModelPinned, Degraded: inst.rec.Degraded,
 			TraceID: inst.rec.TraceID, OpenTask: inst.openTask, Activity: inst.activity, ActivityAt: inst.activityAt,
 			Cost: inst.cost, Turns: inst.tally.Turns, Budget: inst.budget, EndReason: inst.rec.EndReason, SessionRef: inst.rec.SessionPath,

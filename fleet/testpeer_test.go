@@ -52,6 +52,10 @@ type testAgentPeer struct {
 	// task_accept with stop) to send when it likes, instead of its being
 	// sent at once; the worker counts as stopped already.
 	stopGate func(send func())
+	// spawnGate, when set, is handed the rest of each spawn (after
+	// spawn_progress accepted: provisioning, then spawned) to send when it
+	// likes (a spawn that takes long), instead of its being sent at once.
+	spawnGate func(send func())
 
 	frames chan transport.Frame // every frame received, in order
 	wg     sync.WaitGroup
@@ -227,9 +231,16 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 			reply(&transport.SpawnErrorFrame{Code: se.Code, Message: se.Message})
 			return
 		}
+		p.mu.Lock()
+		gate := p.spawnGate
+		p.mu.Unlock()
 		if p.pifleet {
 			p.send(c, &transport.SpawnProgressFrame{SpawnID: fr.ID, Phase: transport.SpawnAccepted, Bundle: fr.Bundle})
-			p.send(c, &transport.SpawnProgressFrame{SpawnID: fr.ID, Phase: transport.SpawnProvisioning, Bundle: fr.Bundle})
+		}
+		provisioning := func() {
+			if p.pifleet {
+				p.send(c, &transport.SpawnProgressFrame{SpawnID: fr.ID, Phase: transport.SpawnProvisioning, Bundle: fr.Bundle})
+			}
 		}
 		p.mu.Lock()
 		p.nextID++
@@ -241,6 +252,11 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 		p.instances[id] = &peerInstance{info: info}
 		p.order = append(p.order, id)
 		p.mu.Unlock()
+		if gate != nil {
+			gate(func() { provisioning(); reply(&transport.SpawnedFrame{Instance: info}) })
+			return
+		}
+		provisioning()
 		reply(&transport.SpawnedFrame{Instance: info})
 	case *transport.RPCFrame:
 		var cmd struct {

@@ -44,7 +44,13 @@ const (
 	TypeCacheVerify          = "cache_verify"
 	TypeCacheVerifyResult    = "cache_verify_result"
 	TypeWorkerExited         = "worker_exited"
+	TypeSpawnCancel          = "spawn_cancel"
 )
+
+// CapabilitySpawnCancel, in an agent's hello, says it answers
+// spawn_cancel (an older pifleet agent does not: a stop during its spawn
+// waits for spawned, then stops the worker).
+const CapabilitySpawnCancel = "spawn-cancel"
 
 // SessionMode says how a spawn uses its fromSession file.
 type SessionMode string
@@ -435,6 +441,25 @@ func (f *WorkerExitedFrame) schema(s *schema) {
 	s.String("taskId", &f.TaskID, optional)
 }
 
+// SpawnCancelFrame (S→A) gives up a spawn that has not been answered yet:
+// the agent ends whatever it started for it (bundle sync, model probe,
+// worker process) and answers the spawn itself with spawn_error
+// {code:"spawn_cancelled"}. It has no answer of its own: a spawn already
+// answered is not affected (the server stops the worker it got).
+type SpawnCancelFrame struct {
+	Header
+	// SpawnID is the id of the spawn request to give up.
+	SpawnID string
+}
+
+// FrameType returns "spawn_cancel".
+func (*SpawnCancelFrame) FrameType() string { return TypeSpawnCancel }
+
+// schema lists spawn_cancel's fields.
+func (f *SpawnCancelFrame) schema(s *schema) {
+	s.String("spawnId", &f.SpawnID, required)
+}
+
 // AuthProofFrame (A→S) is an agent's proof that it holds its key: sent
 // once, right after the agent accepted the server's proof, when the
 // server's hello carried a challenge (transport/auth).
@@ -585,6 +610,7 @@ var pifleetKinds = []frameKind{
 	kind[CacheVerifyFrame](),
 	kind[CacheVerifyResultFrame](),
 	kind[WorkerExitedFrame](),
+	kind[SpawnCancelFrame](),
 }
 
 func init() {

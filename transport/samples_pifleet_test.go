@@ -51,6 +51,7 @@ func pifleetFrameSamples() []Frame {
 			SessionPath: "/s/a.jsonl", TaskID: "task-1"},
 		&WorkerExitedFrame{InstanceID: "i-2", Signal: "KILL", Expected: true, State: InstanceStopped},
 		&WorkerExitedFrame{InstanceID: "i-3", Lost: true, State: InstanceLost},
+		&SpawnCancelFrame{SpawnID: "spawn-0123456789ab"},
 		// Extensions of v1 frames.
 		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
 		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},

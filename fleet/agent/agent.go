@@ -63,7 +63,9 @@ type Agent struct {
 	order     []string             // instance ids in start order
 	lost      []*instance          // previous life, reported lost
 	spawning  int                  // spawns validated and not yet answered
-	closed    bool
+	// cancels ends an unanswered spawn (spawn_cancel), by peer and spawn id.
+	cancels map[spawnKey]context.CancelCauseFunc
+	closed  bool
 
 	models modelCache
 	exec   *execplane.Manager // nil unless ExecPolicy is full
@@ -138,6 +140,7 @@ func New(cfg Config) (*Agent, error) {
 		ready:      make(chan struct{}),
 		peers:      map[*peer]struct{}{},
 		instances:  map[string]*instance{},
+		cancels:    map[spawnKey]context.CancelCauseFunc{},
 		outboxKick: make(chan struct{}, 1),
 		storeKick:  make(chan struct{}, 1),
 		runCtx:     ctx,
@@ -594,7 +597,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree, transport.CapabilityEventDelta}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilitySpawnCancel}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -65,7 +65,10 @@ func (a *Agent) dispatch(ctx context.Context, p *peer, f transport.Frame) {
 		out.ID = f.ID
 		p.reply(ctx, out)
 	case *transport.SpawnFrame:
-		async(func() transport.Frame { return a.spawn(ctx, p, f) })
+		sctx := a.cancellable(ctx, p, f.ID)
+		async(func() transport.Frame { return a.spawn(sctx, p, f) })
+	case *transport.SpawnCancelFrame:
+		a.cancelSpawn(p, f.SpawnID)
 	case *transport.StopFrame:
 		async(func() transport.Frame { return a.stopIsolated(ctx, f) })
 	case *transport.RPCFrame:

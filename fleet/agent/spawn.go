@@ -39,6 +39,7 @@ const (
 	CodeModelProbeFailed   = "model_probe_failed"
 	CodeSessionPinned      = "session_pinned"
 	CodeSessionBusy        = "session_busy"
+	CodeSpawnCancelled     = "spawn_cancelled"
 )
 
 // SpawnError is a refused spawn: its Code goes into spawn_error.
@@ -289,10 +290,63 @@ func (a *Agent) sessionDirFor(cwd string) string {
 	return filepath.Join(a.cfg.SessionsRoot, "--"+name+"--")
 }
 
+// spawnKey names an unanswered spawn: its request id is the peer's.
+type spawnKey struct {
+	peer    *peer
+	spawnID string
+}
+
+// errSpawnCancelled is the cause of a spawn's context ended by
+// spawn_cancel.
+var errSpawnCancelled = errors.New("the server cancelled the spawn")
+
+// cancellable returns the context a spawn runs under: spawn_cancel from
+// the same peer ends it. spawn forgets it once answered.
+func (a *Agent) cancellable(ctx context.Context, p *peer, spawnID string) context.Context {
+	if spawnID == "" {
+		return ctx // no id: no spawn_cancel can name it
+	}
+	sctx, cancel := context.WithCancelCause(ctx)
+	a.mu.Lock()
+	a.cancels[spawnKey{p, spawnID}] = cancel
+	a.mu.Unlock()
+	return sctx
+}
+
+// cancelSpawn gives up the peer's spawn spawnID if it is still unanswered:
+// its provisioning or start fails, whatever was started for it ends, and
+// its answer is spawn_error spawn_cancelled.
+func (a *Agent) cancelSpawn(p *peer, spawnID string) {
+	a.mu.Lock()
+	cancel := a.cancels[spawnKey{p, spawnID}]
+	a.mu.Unlock()
+	if cancel == nil {
+		a.log.Debug().Str("spawnId", spawnID).Msg("spawn_cancel for a spawn already answered")
+		return
+	}
+	a.log.Info().Str("spawnId", spawnID).Msg("spawn cancelled by the server")
+	cancel(errSpawnCancelled)
+}
+
+func spawnCancelled(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errSpawnCancelled)
+}
+
 // spawn runs one spawn request to its answer: spawned, or spawn_error
-// before any worker process started.
+// before any worker process started (or once it was ended again, after a
+// spawn_cancel).
 func (a *Agent) spawn(ctx context.Context, p *peer, f *transport.SpawnFrame) transport.Frame {
 	in, serr := a.startInstance(ctx, p, f)
+	a.mu.Lock()
+	cancel := a.cancels[spawnKey{p, f.ID}]
+	delete(a.cancels, spawnKey{p, f.ID})
+	a.mu.Unlock()
+	if cancel != nil {
+		defer cancel(nil)
+	}
+	if serr != nil && spawnCancelled(ctx) {
+		serr = refuse(CodeSpawnCancelled, "the spawn was cancelled by the server")
+	}
 	if serr != nil {
 		a.log.Warn().Str("code", serr.Code).Str("msg", serr.Message).Str("bundle", f.Bundle).Msg("spawn refused")
 		e := &transport.SpawnErrorFrame{Code: serr.Code, Message: serr.Message}
@@ -426,21 +480,26 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		return nil
 	})
 	a.mu.Lock()
-	closed := a.closed
-	if !closed && err == nil {
+	closed, cancelled := a.closed, spawnCancelled(ctx)
+	if !closed && !cancelled && err == nil {
 		a.instances[id] = in
 		a.order = append(a.order, id)
 	}
 	a.mu.Unlock()
-	if closed || err != nil {
+	if closed || cancelled || err != nil {
 		// Nobody would ever learn of this worker: the agent shuts down,
-		// or the spawn cannot be recorded complete.
+		// the server gave the spawn up, or the spawn cannot be recorded
+		// complete. (A spawn_cancel after this point finds the spawn
+		// answered: the server stops the worker.)
 		if _, serr := w.Stop(context.WithoutCancel(ctx)); serr != nil {
 			in.log.Warn().Err(serr).Msg("stop of a worker whose spawn did not complete")
 		}
 		<-in.pumpDone
 		a.forget(id)
-		if err != nil {
+		switch {
+		case cancelled:
+			return nil, refuse(CodeSpawnCancelled, "the spawn was cancelled by the server")
+		case err != nil:
 			return nil, refuse(CodeSpawnFailed, "cannot record the instance: %v", err)
 		}
 		return nil, refuse(CodeSpawnFailed, "the agent is shutting down")

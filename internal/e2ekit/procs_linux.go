@@ -65,3 +65,19 @@ func parentAndGroup(pid int) (ppid, pgrp int, ok bool) {
 	pgrp, err2 := strconv.Atoi(string(f[2]))
 	return ppid, pgrp, err1 == nil && err2 == nil
 }
+
+// Shims returns the shims that run under the agent whose state directory
+// is stateDir, by instance id, found through the process tree (their
+// stderr is the instance's shim log): what a test checks to know that no
+// worker was left behind.
+func Shims(stateDir string) (map[string]int, error) {
+	procs, err := shimProcesses(filepath.Join(stateDir, workersDir))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(procs))
+	for _, p := range procs {
+		out[p.instanceID] = p.pid
+	}
+	return out, nil
+}

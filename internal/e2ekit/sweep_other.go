@@ -17,3 +17,8 @@ func endShimProcesses(context.Context, string, map[int]bool) ([]Leftover, error)
 func WorkerProcesses(stateDir, instanceID string) (shimPID, workerPID int, err error) {
 	return 0, 0, errors.New("e2ekit: WorkerProcesses needs Linux's /proc")
 }
+
+// Shims needs the process tree of /proc, which only Linux has.
+func Shims(stateDir string) (map[string]int, error) {
+	return nil, errors.New("e2ekit: Shims needs Linux's /proc")
+}

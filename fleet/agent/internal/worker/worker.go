@@ -183,9 +183,34 @@ func Start(ctx context.Context, spec Spec) (*Worker, error) {
 	w := newWorker(spec.withDefaults())
 	if err := w.launch(ctx, spec.Command, 0); err != nil {
 		w.shutdown()
+		w.awaitShim()
 		return nil, err
 	}
 	return w, nil
+}
+
+// awaitShim waits until the shim of a worker that never started has
+// ended, so that a failed or cancelled Start leaves no process behind
+// when it returns. The shim ends once its worker's exit is acknowledged;
+// one that does not within the stop grace is reported.
+func (w *Worker) awaitShim() {
+	w.mu.Lock()
+	g := w.gen
+	w.mu.Unlock()
+	if g == nil {
+		return
+	}
+	exited := g.c.ShimExited()
+	if exited == nil {
+		return
+	}
+	t := time.NewTimer(w.spec.StopGrace + 5*time.Second)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		w.log.Warn().Msg("the shim of a worker that did not start has not ended")
+	}
 }
 
 // socketPath names the socket of the n-th generation.
