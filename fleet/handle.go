@@ -231,58 +231,90 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	if w := fr.Worktree; w != nil {
 		td.Worktree = &serverstore.DiffStat{Branch: w.Branch, Base: w.Base, Files: int(w.Files), Insertions: int(w.Insertions), Deletions: int(w.Deletions)}
 	}
+	// Decide under the lock, record without it: the record's fsync must
+	// not hold up every other agent and SDK call. Frames of one agent are
+	// handled in order on its goroutine, and every other change of the
+	// task's or instance's state is stored when it is made, so the record
+	// checks the stored states and moves them only if nothing moved them
+	// meanwhile; the memory follows that outcome under the lock again.
 	f.mu.Lock()
 	inst := f.instances[fr.InstanceID]
 	if inst != nil && inst.agent != a.name {
 		inst = nil // another agent's instance: the report is recorded, nothing moves
 	}
 	t := f.tasks[fr.TaskID]
-	if inst != nil && inst.rec.Worktree != nil && fr.Worktree != nil && inst.rec.Worktree.Branch != fr.Worktree.Branch {
-		inst.rec.Worktree.Branch = fr.Worktree.Branch // named after its first task
-		f.persistInstanceLocked(inst)
-	}
 	review := false
+	var fallback serverstore.Task // never a blank record: the fleet's own copy if the store lost it
+	var taskNext TaskState
 	if inst != nil {
 		plan, _ := decide(f.viewLocked(inst), coreInput{Kind: inTaskDone, TaskID: fr.TaskID})
 		review = len(plan) == 1 && plan[0].Kind == fxRecord && plan[0].Review
+		if review {
+			fallback = t.rec
+			taskNext, _ = TaskTable.Next(t.m.State(), TaskEventDone)
+		}
 	}
+	branch := ""
+	if inst != nil && inst.rec.Worktree != nil && fr.Worktree != nil && inst.rec.Worktree.Branch != fr.Worktree.Branch {
+		branch = fr.Worktree.Branch // the worktree's branch is named after its first task
+	}
+	f.mu.Unlock()
+
+	moved := false // the record moved the task and the instance to awaiting_review
 	rc, err := f.store.RecordTaskDone(td, func(tx *serverstore.Tx) error {
-		if !review {
+		if inst == nil || (!review && branch == "") {
 			return nil
 		}
-		next, _ := TaskTable.Next(t.m.State(), TaskEventDone)
-		rec := t.rec // never a blank record: the fleet's own copy when the store lost it
-		if cur, ok, err := tx.Task(fr.TaskID); err != nil {
-			return err
-		} else if ok {
-			rec = cur
-		} else {
-			done := td
-			rec.LastDone = &done
-		}
-		rec.State = string(next)
-		stored, err := tx.PutTask(rec)
+		ir, iok, err := tx.Instance(inst.id)
 		if err != nil {
 			return err
 		}
-		t.rec = stored
-		ir := inst.rec
-		to, _ := InstanceTable.Next(inst.m.State(), EventTaskDone)
-		ir.State = string(to)
-		if ir, err = tx.PutInstance(ir); err == nil {
-			inst.rec = ir
+		if review {
+			rec := fallback
+			cur, ok, err := tx.Task(fr.TaskID)
+			if err != nil {
+				return err
+			}
+			if ok {
+				rec = cur
+			} else {
+				done := td
+				rec.LastDone = &done
+			}
+			if TaskState(rec.State) == TaskRunning && (!iok || reachabilityState(InstanceState(ir.State))) {
+				rec.State = string(taskNext)
+				if _, err := tx.PutTask(rec); err != nil {
+					return err
+				}
+				moved = true
+			}
+		}
+		if !iok {
+			return nil
+		}
+		if moved {
+			ir.State = string(StateAwaitingReview)
+		}
+		if branch != "" && ir.Worktree != nil {
+			ir.Worktree.Branch = branch
+		}
+		if moved || branch != "" {
+			_, err = tx.PutInstance(ir)
 		}
 		return err
 	})
 	if err != nil {
-		f.mu.Unlock()
 		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done not recorded; not acked (the agent re-sends)")
 		return
+	}
+	f.mu.Lock()
+	if branch != "" && inst.rec.Worktree != nil {
+		inst.rec.Worktree.Branch = branch
 	}
 	var after []func()
 	if inst != nil {
 		d := &drive{inst: inst, a: a, c: c, td: &td}
-		_, after, _, err = f.stepLocked(d, coreInput{Kind: inRecorded, TaskID: fr.TaskID, Duplicate: rc.Duplicate, Review: review})
+		_, after, _, err = f.stepLocked(d, coreInput{Kind: inRecorded, TaskID: fr.TaskID, Duplicate: rc.Duplicate, Review: moved})
 		if err != nil {
 			f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; instance state not stored")
 		}
