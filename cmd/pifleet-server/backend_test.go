@@ -15,6 +15,7 @@ import (
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
+	"example.com/pifleet/transport/pirpc"
 	"example.com/pifleet/transport/trust"
 )
 
@@ -49,6 +50,11 @@ func TestAPIErrorMapping(t *testing.T) {
 		{fmt.Errorf("fleet: baseline: %w", &fleet.FileError{Op: "repo_head", Code: "not_found", Message: "cwd /x is not a directory"}),
 			controlapi.CodeBadRequest, "not_found"},
 		{&fleet.FileError{Op: "repo_head", Code: "git_failed", Message: "timeout"}, controlapi.CodeInternal, ""},
+		// pi refused the command (a user error, not the server's): the
+		// set_model of a model pi does not know, as the SDK returns it.
+		{fmt.Errorf("fleet: set_model: %w", &pirpc.CommandError{Command: "set_model", Message: "Model not found: nope/nope"}),
+			controlapi.CodeWorkerRefused, ""},
+		{&fleet.SpawnStoppedError{Agent: "a", Bundle: "b", SpawnID: "spawn-1"}, controlapi.CodeInvalidState, ""},
 		{errors.New("disk full"), controlapi.CodeInternal, ""},
 	} {
 		var e *controlapi.Error

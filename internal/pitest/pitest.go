@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -80,15 +81,25 @@ func Find(t testing.TB) string {
 const SkipNotice = "pifleet: PIFLEET_PI is not set, so the tests against the real pi were skipped (set it to pi 0.73.1's binary, or run .ci/run)"
 
 // AnnounceSkips tells the person running the tests, once, that the real-pi
-// tests are skipped: go test shows nothing of a passing package, so the
-// line goes to the terminal (/dev/tty) when there is one. It does nothing
-// when PIFLEET_PI is set or no terminal can be opened (CI).
+// tests are skipped. go test shows nothing of a passing package in its
+// list mode, so the line goes to the terminal (/dev/tty) when there is
+// one; with -v (and in CI logs, which run -v or -json) it goes to the
+// test output instead, where it is kept. It does nothing when PIFLEET_PI
+// is set. It parses the test flags: call it from TestMain.
 func AnnounceSkips() {
 	if os.Getenv(EnvPi) != "" {
 		return
 	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Verbose() {
+		fmt.Println(SkipNotice)
+		return
+	}
 	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
 	if err != nil {
+		fmt.Println(SkipNotice) // no terminal: the output is all there is
 		return
 	}
 	defer tty.Close()

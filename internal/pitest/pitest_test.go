@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -136,5 +137,26 @@ func BenchmarkStartup(b *testing.B) {
 				w.Stop(b)
 			}
 		})
+	}
+}
+
+// Without PIFLEET_PI, a verbose run (what CI logs keep) says once that the
+// real-pi tests were skipped: this package's test binary is run again,
+// verbose, with PIFLEET_PI unset.
+func TestSkipNoticeReachesTheTestOutput(t *testing.T) {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvPi+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.v", "-test.run=^$")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if n := strings.Count(string(out), SkipNotice); n != 1 {
+		t.Fatalf("the notice appears %d times in the verbose output:\n%s", n, out)
 	}
 }
