@@ -20,7 +20,8 @@ import (
 // event-driven: the shim writes one line on a pipe once its socket listens
 // and the worker runs. If the worker cannot start, Start returns the shim's
 // *RemoteError (code spawn, config, socket_in_use, …) and nothing is left
-// running. When ctx ends before the shim is ready, the shim is killed (and
+// running. A shim that dies before it is attached (killed while it
+// starts) gives an error matching ErrNoShim, as Attach does. When ctx ends before the shim is ready, the shim is killed (and
 // its watchdog takes the worker's process group down).
 func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 	if cfg.Executable == "" {
@@ -110,7 +111,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 	case r.err != nil:
 		kill()
 		if errors.Is(r.err, io.EOF) {
-			return nil, fmt.Errorf("shim: %s exited before it was ready (%s)", cfg.Executable, cmd.ProcessState)
+			return nil, fmt.Errorf("%w: %s exited before it was ready (%s)", ErrNoShim, cfg.Executable, cmd.ProcessState)
 		}
 		return nil, fmt.Errorf("shim: bad readiness line: %w", r.err)
 	case r.line.Error != nil:

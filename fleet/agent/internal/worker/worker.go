@@ -251,6 +251,11 @@ func (w *Worker) launch(ctx context.Context, command []string, base uint64) erro
 		},
 		Logger: w.log,
 	})
+	if errors.Is(err, shim.ErrNoShim) {
+		// The shim died before this process was attached to it (killed
+		// while it started): its watchdog takes the worker down with it.
+		return &StartError{Exit: Exit{Code: -1, Lost: true, StderrTail: err.Error()}}
+	}
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", w.spec.InstanceID, err)
 	}
