@@ -18,9 +18,26 @@ import (
 // closed while its agents are in each state that Close can find them in.
 
 // refusedAddr returns a loopback address that refuses connections.
+//
+// The address is on 127.0.9.1, not 127.0.0.1: a port freed on 127.0.0.1 is
+// soon handed to the next test that listens on 127.0.0.1:0, or taken as a
+// connection's source port, and then a "refused" dial reaches another test's
+// listener, or a server told to listen there later finds the port taken.
 func refusedAddr(t *testing.T) string {
+	return unusedAddr(t, "127.0.9.1")
+}
+
+// reservedAddr returns an address no one listens on, for a server process
+// the test starts (and restarts) on it later; on a loopback address of its
+// own (127.0.9.2, which the agents' identity maps must name), for the reason
+// refusedAddr gives.
+func reservedAddr(t *testing.T) string {
+	return unusedAddr(t, "127.0.9.2")
+}
+
+func unusedAddr(t *testing.T, ip string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
