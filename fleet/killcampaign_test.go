@@ -307,12 +307,18 @@ type outcome struct {
 	// RepeatedVerdicts counts rejections the worker carried out that the
 	// server has no record of (it sent one, died, and sent it again).
 	RepeatedVerdicts int
-	details          []string
+	// Ends counts the tasks by final state: ended (accepted) as a rule;
+	// failed is a prompt a kill lost in flight, which the task reports
+	// (ErrPromptLost), aborted a run whose worker a kill took.
+	Ends    map[fleet.TaskState]int
+	details []string
 }
 
 func (o outcome) String() string {
 	return fmt.Sprintf("kills %d, tasks %d, task_done %d, delivered %d (again with the same key: %d), lost %d, duplicated %d, stuck %d, orphaned %d, repeated verdicts %d",
-		o.Kills, o.Tasks, o.TaskDones, o.Delivered, o.Redelivered, o.Lost, o.Duplicated, o.Stuck, o.Orphaned, o.RepeatedVerdicts)
+		o.Kills, o.Tasks, o.TaskDones, o.Delivered, o.Redelivered, o.Lost, o.Duplicated, o.Stuck, o.Orphaned, o.RepeatedVerdicts) +
+		fmt.Sprintf("; tasks ended %d, failed %d, aborted %d, stopped %d",
+			o.Ends[fleet.TaskEnded], o.Ends[fleet.TaskFailed], o.Ends[fleet.TaskAborted], o.Ends[fleet.TaskStopped])
 }
 
 func (o *outcome) bad(counter *int, format string, args ...any) {
@@ -392,7 +398,9 @@ func (c *campaign) count(stuck string) outcome {
 		c.t.Fatal(err)
 	}
 	o.Tasks = len(tasks)
+	o.Ends = map[fleet.TaskState]int{}
 	for _, tk := range tasks {
+		o.Ends[fleet.TaskState(tk.State)]++
 		runs := tk.Rejects + 1 // each run of a task ends with a task_done
 		switch got := len(keysOf[tk.TaskID]); {
 		case !terminalTask(fleet.TaskState(tk.State)):
