@@ -21,6 +21,7 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/internal/e2ekit"
 )
 
 // The kill campaigns (README, "Reliability"): a real pifleet-agent with
@@ -133,13 +134,10 @@ func newCampaign(t *testing.T, seed uint64) *campaign {
 		"--workers", strconv.Itoa(campaignWorkers), "--deliveries", c.deliveries}
 	// Orphans of the campaign's processes become this process's children,
 	// so that the process tree shows every one of them.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatalf("become a subreaper: %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	e2ekit.BecomeSubreaper(t)
 	c.before = map[int]bool{}
-	for _, p := range descendants(os.Getpid()) {
-		c.before[p.pid] = true
+	for _, p := range e2ekit.Descendants(os.Getpid()) {
+		c.before[p.PID] = true
 	}
 	return c
 }
@@ -442,7 +440,7 @@ func (c *campaign) count(stuck string) outcome {
 	left := c.orphans()
 	parent := map[int]int{}
 	for _, p := range left {
-		parent[p.pid] = p.ppid
+		parent[p.PID] = p.PPID
 	}
 	rootOf := func(pid int) int {
 		for hops := 0; hops < len(left); hops++ {
@@ -455,17 +453,17 @@ func (c *campaign) count(stuck string) outcome {
 		return pid
 	}
 	for _, p := range left {
-		if _, up := parent[p.ppid]; up {
+		if _, up := parent[p.PPID]; up {
 			continue
 		}
 		var under []string
 		for _, q := range left {
-			if q.pid != p.pid && rootOf(q.pid) == p.pid {
-				under = append(under, fmt.Sprintf("%d (%.60s)", q.pid, q.cmdline))
+			if q.PID != p.PID && rootOf(q.PID) == p.PID {
+				under = append(under, q.String())
 			}
 		}
 		o.bad(&o.Orphaned, "process %d (%s, stderr %s) outlived the campaign; under it: %s",
-			p.pid, p.cmdline, p.stderr, strings.Join(under, ", "))
+			p.PID, p.Cmdline, p.Stderr, strings.Join(under, ", "))
 	}
 	return o
 }
@@ -487,17 +485,17 @@ func (c *campaign) report(name string, o outcome) {
 // orphans waits, at most orphanWait, until no process the campaign
 // started is left, and returns those still running then. Exited orphans
 // are reaped as they are found.
-func (c *campaign) orphans() []procInfo {
+func (c *campaign) orphans() []e2ekit.Proc {
 	deadline := time.Now().Add(orphanWait)
 	for {
-		var alive []procInfo
-		for _, p := range descendants(os.Getpid()) {
+		var alive []e2ekit.Proc
+		for _, p := range e2ekit.Descendants(os.Getpid()) {
 			switch {
-			case c.before[p.pid] || c.ours[p.pid]:
-			case p.state == 'Z':
-				if p.ppid == os.Getpid() {
+			case c.before[p.PID] || c.ours[p.PID]:
+			case p.State == 'Z':
+				if p.PPID == os.Getpid() {
 					var ws unix.WaitStatus
-					_, _ = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+					_, _ = unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
 				}
 			default:
 				alive = append(alive, p)
@@ -510,59 +508,6 @@ func (c *campaign) orphans() []procInfo {
 		// acknowledged the exit: look again shortly.
 		<-time.After(50 * time.Millisecond)
 	}
-}
-
-// procInfo is a process as /proc shows it.
-type procInfo struct {
-	pid, ppid int
-	state     byte
-	cmdline   string
-	// stderr is where its stderr goes: a shim's is its instance's log
-	// (workers/<instance>.shim.log).
-	stderr string
-}
-
-// descendants lists every process whose chain of parents reaches root.
-func descendants(root int) []procInfo {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	all := map[int]procInfo{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state ppid …
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		stderr, _ := os.Readlink(filepath.Join("/proc", e.Name(), "fd", "2"))
-		all[pid] = procInfo{pid: pid, ppid: ppid, state: f[0][0], stderr: stderr,
-			cmdline: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))}
-	}
-	var out []procInfo
-	for pid, p := range all {
-		for q, hops := p, 0; q.ppid != 0 && hops < len(all); q, hops = all[q.ppid], hops+1 {
-			if q.ppid == root {
-				out = append(out, all[pid])
-				break
-			}
-		}
-	}
-	return out
 }
 
 // TestKillCampaignServer kills the application's server process at
