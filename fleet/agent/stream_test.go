@@ -100,18 +100,24 @@ func checkStreamsMatch(t *testing.T, w, d *streamed) {
 	if d := cmp.Diff(w.order, d.order); d != "" {
 		t.Fatalf("seqs differ (-whole +rebuilt):\n%s", d)
 	}
-	updates := 0
-	for _, seq := range w.order {
+	if updates := checkRebuilt(t, w, d); updates < 10 {
+		t.Fatalf("only %d message_update events streamed", updates)
+	}
+}
+
+// checkRebuilt requires every event d got to be the one w got whole, and
+// counts the message_update events among them.
+func checkRebuilt(t *testing.T, w, d *streamed) (updates int) {
+	t.Helper()
+	for _, seq := range d.order {
 		if diff := cmp.Diff(w.events[seq], d.events[seq]); diff != "" {
 			t.Fatalf("event %d differs (-whole +rebuilt):\n%s", seq, diff)
 		}
-		if strings.HasPrefix(w.events[seq], `{"type":"message_update"`) {
+		if strings.HasPrefix(d.events[seq], `{"type":"message_update"`) {
 			updates++
 		}
 	}
-	if updates < 10 {
-		t.Fatalf("only %d message_update events streamed", updates)
-	}
+	return updates
 }
 
 // A server that connects mid-answer (a reconnect) gets its first update
@@ -137,16 +143,7 @@ func TestStreamJoinedMidAnswerRebuildsCorrectly(t *testing.T) {
 	if d.deltas == 0 || len(d.order) == 0 {
 		t.Fatal("the second server got no streamed updates")
 	}
-	joined := 0
-	for _, seq := range d.order {
-		if diff := cmp.Diff(w.events[seq], d.events[seq]); diff != "" {
-			t.Fatalf("event %d differs (-whole +rebuilt):\n%s", seq, diff)
-		}
-		if strings.HasPrefix(d.events[seq], `{"type":"message_update"`) {
-			joined++
-		}
-	}
-	if joined < 10 {
+	if joined := checkRebuilt(t, w, d); joined < 10 {
 		t.Fatalf("the second server joined after the answer: %d updates", joined)
 	}
 }
