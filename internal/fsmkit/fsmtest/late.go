@@ -24,6 +24,8 @@ var LateInput = []Late{
 		Reason: "an incremental report sent before the connection was lost, or ahead of the full report"},
 	{Machine: "session-registry", Event: "pageReceived", State: "stale_projection",
 		Reason: "a page of a full report whose connection was lost"},
+	{Machine: "session-registry", Event: "reattach", State: "stale_projection",
+		Reason: "a catch-up that starts as the connection it would read over is lost (it runs again after the next full report)"},
 	{Machine: "session-registry", Event: "caughtUp", State: "stale_projection",
 		Reason: "a catch-up read cut short by a lost connection (it runs again after the next full report)"},
 }
