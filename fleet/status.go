@@ -29,10 +29,13 @@ type AgentStatus struct {
 	Platform      string
 	Version       string
 	Capabilities  []string
-	Addr          string
-	ConnectedAt   time.Time
-	LostAt        time.Time
-	LastError     string
+	// MaxWorkers is the agent's capacity (its hello's maxWorkers); 0:
+	// no limit, or an agent that does not say.
+	MaxWorkers  int
+	Addr        string
+	ConnectedAt time.Time
+	LostAt      time.Time
+	LastError   string
 	// Dial is the dialer's record of the agent, when it tracks one.
 	Dial *dialer.TargetStatus
 }
@@ -106,6 +109,9 @@ func (f *Fleet) Status(ctx context.Context) Status {
 			ConnectedAt: a.connectedAt, LostAt: a.lostAt, LastError: a.lastErr}
 		if h := a.hello; h != nil {
 			as.Platform, as.Version, as.Capabilities = h.Platform, h.PackageVersion, slices.Clone(h.Capabilities)
+			if h.MaxWorkers != nil && *h.MaxWorkers >= 1 {
+				as.MaxWorkers = int(*h.MaxWorkers)
+			}
 		}
 		if d, ok := dials[a.name]; ok {
 			as.Dial = &d

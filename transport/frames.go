@@ -105,6 +105,10 @@ type HelloFrame struct {
 	// or NAT, so that the proofs cannot cover the TCP endpoints (pifleet
 	// addition).
 	Proxied bool
+	// MaxWorkers is an agent's capacity: how many workers it runs at
+	// most (its max_workers refusals count against it); absent when it
+	// sets no limit (pifleet addition).
+	MaxWorkers *float64
 }
 
 // FrameType returns "hello".
@@ -121,6 +125,7 @@ func (f *HelloFrame) schema(s *schema) {
 	s.String("challenge", &f.Challenge, optional)
 	structsField(s, "proofs", &f.Proofs, optional)
 	s.Bool("proxied", &f.Proxied, optional)
+	s.OptNumber("maxWorkers", &f.MaxWorkers)
 }
 
 // HeartbeatFrame (both ways, every 15 s) keeps the connection alive. Conn

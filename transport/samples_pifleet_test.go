@@ -35,6 +35,7 @@ func pifleetFrameSamples() []Frame {
 			Proofs: []KeyProof{{Key: "ed25519:AAAA", Sig: "c2ln"}, {Key: "ed25519:BBBB", Sig: "c2lnMg"}}},
 		&HelloFrame{Machine: "build-01", Role: RoleAgent, PackageVersion: "v0.4.0", Platform: "linux",
 			Challenge: "Y2hhbGxlbmdl", Proxied: true},
+		&HelloFrame{Machine: "build-02", Role: RoleAgent, PackageVersion: "v0.4.0", Platform: "linux", MaxWorkers: new(4.0)},
 		&RepoHeadFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api"},
 		&RepoHeadResultFrame{Header: Header{ID: "r-9"}, Cwd: "/home/u/api", Head: "0123456789abcdef0123456789abcdef01234567"},
 		&RepoHeadResultFrame{Header: Header{ID: "r-10"}, Cwd: "/tmp", Error: &FsError{Code: "not_a_repo", Message: "no HEAD"}},

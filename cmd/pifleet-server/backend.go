@@ -150,7 +150,7 @@ func statusOf(st fleet.Status) controlapi.Status {
 	for _, a := range st.Agents {
 		out.Agents = append(out.Agents, controlapi.Agent{Name: a.Name, Addresses: a.Addresses, Source: a.Source,
 			State: string(a.State), Machine: a.Machine, User: a.User, Policy: string(a.Policy), Platform: a.Platform,
-			Version: a.Version, Addr: a.Addr, ConnectedAt: timePtr(a.ConnectedAt), LostAt: timePtr(a.LostAt), LastError: a.LastError})
+			Version: a.Version, MaxWorkers: a.MaxWorkers, Addr: a.Addr, ConnectedAt: timePtr(a.ConnectedAt), LostAt: timePtr(a.LostAt), LastError: a.LastError})
 	}
 	for _, in := range st.Instances {
 		ci := controlapi.Instance{ID: in.InstanceID, Agent: in.Agent, Cwd: in.Cwd, State: string(in.State), Bundle: in.Bundle,

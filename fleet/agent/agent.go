@@ -571,7 +571,7 @@ func (a *Agent) replayExits(ctx context.Context, p *peer) {
 
 // hello is the agent's introduction.
 func (a *Agent) hello() *transport.HelloFrame {
-	return &transport.HelloFrame{
+	h := &transport.HelloFrame{
 		Machine:         a.cfg.Machine,
 		Role:            transport.RoleAgent,
 		PackageVersion:  a.cfg.Version,
@@ -579,6 +579,10 @@ func (a *Agent) hello() *transport.HelloFrame {
 		AvailableModels: a.models.known(),
 		Capabilities:    a.capabilities(),
 	}
+	if a.cfg.MaxWorkers > 0 {
+		h.MaxWorkers = new(float64(a.cfg.MaxWorkers))
+	}
+	return h
 }
 
 // capabilities adds exec-v1 to Capabilities when the exec plane is on.

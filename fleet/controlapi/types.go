@@ -34,6 +34,9 @@ type Agent struct {
 	Policy   string `json:"policy,omitempty"`
 	Platform string `json:"platform,omitempty"`
 	Version  string `json:"version,omitempty"`
+	// MaxWorkers is the agent's capacity; absent: no limit, or an agent
+	// that does not say.
+	MaxWorkers int `json:"maxWorkers,omitempty"`
 	// Addr is the address of the current (or last) connection.
 	Addr        string     `json:"addr,omitempty"`
 	ConnectedAt *time.Time `json:"connectedAt,omitempty"`

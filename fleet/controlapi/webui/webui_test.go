@@ -412,7 +412,7 @@ func showcase() controlapi.Status {
 	sonnet := &controlapi.ModelRef{Provider: "anthropic", ID: "claude-sonnet-4"}
 	return controlapi.Status{
 		Agents: []controlapi.Agent{
-			{Name: "buildbox", State: "established", Policy: "steer", Platform: "linux-x64", Version: "0.4.0", Addr: "100.64.0.7:9788", ConnectedAt: ago(3 * time.Hour)},
+			{Name: "buildbox", State: "established", Policy: "steer", Platform: "linux-x64", Version: "0.4.0", MaxWorkers: 4, Addr: "100.64.0.7:9788", ConnectedAt: ago(3 * time.Hour)},
 			{Name: "gpu-1", State: "established", Policy: "steer", Platform: "linux-x64", Version: "0.4.0", Addr: "100.64.0.2:9788", ConnectedAt: ago(26 * time.Minute)},
 			{Name: "mac-mini", State: "established", Policy: "allow", Platform: "darwin-arm64", Version: "0.4.0", Addr: "100.64.0.9:9788", ConnectedAt: ago(2 * time.Hour)},
 			{Name: "old-laptop", State: "lost", Policy: "steer", Platform: "linux-x64", Version: "0.3.2", Addr: "100.64.0.4:9788", LostAt: ago(7 * time.Minute), LastError: "heartbeat expired: no frame for 45s"},
@@ -504,6 +504,13 @@ func TestShowcase(t *testing.T) {
 	lost, err := browsertest.Eval[string](ctx, step, `document.querySelector('tr[data-agent="old-laptop"]').textContent`)
 	if err != nil || !strings.Contains(lost, "lost") || !strings.Contains(lost, "heartbeat expired") {
 		t.Errorf("lost agent row %q (%v)", lost, err)
+	}
+	// Capacity: buildbox runs two of its four workers; gpu-1 sets no limit.
+	for agent, want := range map[string]string{"buildbox": "2 / 4", "gpu-1": "2"} {
+		got, err := browsertest.Eval[string](ctx, step, `document.querySelector('tr[data-agent="`+agent+`"] td.workers').textContent`)
+		if err != nil || got != want {
+			t.Errorf("workers of %s %q (%v), want %q", agent, got, err, want)
+		}
 	}
 	browsertest.Shot(t, ctx, "agents", false)
 

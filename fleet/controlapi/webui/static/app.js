@@ -797,7 +797,7 @@ function renderAgents() {
       h("td", {}, badge(a.state), lost && a.lostAt ? h("span", { class: "err" }, "lost " + ago(a.lostAt)) : null,
         a.lastError ? h("span", { class: "err" }, short(a.lastError, 120)) : null),
       h("td", {}, a.platform || "—", a.version ? h("div", { class: "muted" }, a.version) : null),
-      h("td", {}, String(counts.get(a.name) || 0)),
+      h("td", { class: "workers" }, String(counts.get(a.name) || 0) + (a.maxWorkers ? " / " + a.maxWorkers : "")),
       h("td", {}, h("span", { class: "policy p-" + (a.policy || "none") }, a.policy || "undecided")),
       h("td", {}, cache ? [badge(cache.result === "pass" ? "intact" : cache.result === "fail" ? "damaged" : "unchecked"),
         cache.detail ? h("span", { class: cache.result === "fail" ? "err" : "muted" }, short(cache.detail, 140)) : null] : h("span", { class: "muted" }, "not checked")),
