@@ -194,10 +194,7 @@ func newWitness(t *testing.T) *witness {
 		}
 	}()
 	t.Cleanup(func() {
-		// Release the reader if no worker ever opened the FIFO.
-		if f, err := os.OpenFile(w.path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
+		w.release()
 		<-w.gone
 	})
 	return w
@@ -218,6 +215,15 @@ func (w *witness) expect(t *testing.T, note string) {
 }
 
 // waitGone waits until every holder of the witness has exited.
+// release lets the witness's reader go if no worker ever opened the FIFO:
+// it opens and closes the other end itself. Call it only once no worker
+// can open the FIFO any more, or gone may close while a worker still runs.
+func (w *witness) release() {
+	if f, err := os.OpenFile(w.path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		f.Close()
+	}
+}
+
 func (w *witness) waitGone(t *testing.T) {
 	t.Helper()
 	for {

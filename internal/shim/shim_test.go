@@ -724,6 +724,10 @@ func TestShimWhoseStarterDiedStopsItsWorker(t *testing.T) {
 		<-exited
 		t.Fatal("the shim of a dead starter kept serving its worker")
 	}
+	// The shim may stop its worker before the worker opened the witness;
+	// once nothing of the shim's session is left, nothing can open it.
+	awaitSessionEnd(t, cmd.Process.Pid)
+	w.release()
 	w.waitGone(t) // the worker is gone too
 	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left behind: %v", err)
