@@ -2,6 +2,7 @@ package doccheck
 
 import (
 	"go/ast"
+	"go/build"
 	"go/doc"
 	"go/parser"
 	"go/token"
@@ -67,11 +68,17 @@ func TestPublicDocsCiteNoDesignDocuments(t *testing.T) {
 // dir: the package comment and the comments of exported declarations,
 // struct fields and interface methods.
 func publicComments(t *testing.T, fset *token.FileSet, dir string) []*ast.Comment {
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	// The files the go tool builds here (build tags and file names
+	// considered), without the tests.
+	bp, err := build.ImportDir(dir, 0)
+	if _, none := err.(*build.NoGoError); none {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bp.Name == "main" {
+		return nil
 	}
 	var out []*ast.Comment
 	collect := func(n ast.Node) {
@@ -85,36 +92,40 @@ func publicComments(t *testing.T, fset *token.FileSet, dir string) []*ast.Commen
 			return true
 		})
 	}
-	for name, pkg := range pkgs {
-		if name == "main" {
-			continue
+	var files []*ast.File
+	for _, name := range bp.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, f := range pkg.Files {
-			collect(f.Doc)
+		files = append(files, f)
+		collect(f.Doc)
+	}
+	// Without AllDecls only exported identifiers are kept, as go doc shows
+	// them; PreserveAST keeps the comments in the tree.
+	p, err := doc.NewFromFiles(fset, files, bp.ImportPath, doc.PreserveAST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			collect(v.Decl)
 		}
-		// Without AllDecls only exported identifiers are kept, as go doc
-		// shows them; PreserveAST keeps the comments in the tree.
-		p := doc.New(pkg, dir, doc.PreserveAST)
-		values := func(vs []*doc.Value) {
-			for _, v := range vs {
-				collect(v.Decl)
-			}
+	}
+	funcs := func(fs []*doc.Func) {
+		for _, f := range fs {
+			collect(f.Decl.Doc) // not the body
 		}
-		funcs := func(fs []*doc.Func) {
-			for _, f := range fs {
-				collect(f.Decl.Doc) // not the body
-			}
-		}
-		values(p.Consts)
-		values(p.Vars)
-		funcs(p.Funcs)
-		for _, ty := range p.Types {
-			collect(ty.Decl)
-			values(ty.Consts)
-			values(ty.Vars)
-			funcs(ty.Funcs)
-			funcs(ty.Methods)
-		}
+	}
+	values(p.Consts)
+	values(p.Vars)
+	funcs(p.Funcs)
+	for _, ty := range p.Types {
+		collect(ty.Decl)
+		values(ty.Consts)
+		values(ty.Vars)
+		funcs(ty.Funcs)
+		funcs(ty.Methods)
 	}
 	return out
 }

@@ -86,6 +86,9 @@ func parseCorpusFile(s string) ([]byte, error) {
 	}
 	body = strings.TrimSpace(body)
 	lit, ok := strings.CutPrefix(body, "[]byte(")
+	if !ok {
+		return nil, strconv.ErrSyntax
+	}
 	if lit, ok = strings.CutSuffix(lit, ")"); !ok {
 		return nil, strconv.ErrSyntax
 	}
