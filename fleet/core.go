@@ -107,6 +107,7 @@ const (
 	fxFailTask  effectKind = "fail"      // the task can no longer finish: fail its waiters (Reason)
 	fxComplete  effectKind = "complete"  // the prompt in flight settled: release its waiters
 	fxTimer     effectKind = "timer"     // arm the abort's deadline
+	fxRoom      effectKind = "room"      // the agent's send queue has room for a frame (else the plan stops, nothing changed)
 )
 
 // Frames the core asks for (effect.Frame).
@@ -296,15 +297,24 @@ func (p *plan) reject(text, by string, human bool) {
 		p.add(effect{Kind: fxEscalate})
 		return
 	}
-	p.sendFeedback(text, false)
+	// The rejection is durable before its frame is sent: a server killed
+	// after the send finds it recorded (revising, the feedback pending)
+	// and sends it again under the same rejection id, which the agent
+	// carries out once. The queue's room is checked first, so that a
+	// rejection refused on a full queue changes nothing.
+	p.add(effect{Kind: fxRoom})
 	if human {
 		p.instance(EventHumanDecided)
 		p.task(TaskEventHumanDecided)
 	}
 	p.add(effect{Kind: fxFeedback, Text: text, By: by})
+	p.taskDirty = true
 	p.v.Rejects++
+	p.v.FeedbackPending = true
 	p.instance(EventTaskRejected)
 	p.task(TaskEventRejected)
+	p.persist()
+	p.sendFeedback("", true)
 	p.delivered()
 }
 

@@ -81,11 +81,21 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			inst.openTask = ""
 		case fxSend:
 			w2, err := f.sendLocked(d, t, e)
+			if errors.Is(err, errFeedbackDeferred) {
+				return w, after, nil // recorded; delivered after a reconnect
+			}
 			if err != nil {
 				return w, after, err
 			}
 			if w2 != nil {
 				w = w2
+			}
+		case fxRoom:
+			if d.c == nil {
+				return w, after, fmt.Errorf("%w: %s", ErrNotConnected, inst.agent)
+			}
+			if !d.c.HasRoom() {
+				return w, after, &queueFullError{conn: d.c}
 			}
 		case fxPersist:
 			var pt *task
@@ -151,6 +161,10 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 	return w, after, nil
 }
 
+// errFeedbackDeferred: a recorded rejection's frame could not be queued;
+// it is sent again once the agent is connected again.
+var errFeedbackDeferred = errors.New("fleet: feedback not queued")
+
 // sendLocked queues the frame effect e asks for.
 func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 	inst, a, c := d.inst, d.a, d.c
@@ -188,12 +202,20 @@ func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 		if t == nil {
 			return nil, errors.New("fleet: reject: no open task")
 		}
-		var fr transport.Frame = &transport.TaskRejectFrame{Header: hdr, TaskID: t.rec.TaskID, Feedback: text}
+		var fr transport.Frame = &transport.TaskRejectFrame{Header: hdr, TaskID: t.rec.TaskID, Feedback: text,
+			RejectionID: fmt.Sprintf("%s#%d", t.rec.TaskID, len(t.rec.Feedback))}
 		if e.Frame == frRevisionPrompt {
 			cmd, _ := pirpc.EncodeCommand("", pirpc.Prompt{Message: "Revision requested: " + text})
 			fr = &transport.RPCFrame{Header: hdr, InstanceID: inst.id, Command: cmd, TaskID: t.rec.TaskID}
 		}
-		return nil, trySend(c, fr) // on failure it stays revising; sent again after a reconnect
+		if err := trySend(c, fr); err != nil {
+			// The rejection is recorded (revising, its feedback pending):
+			// it is sent again after a reconnect, and the caller's
+			// rejection stands.
+			f.log.Warn().Err(err).Str("instance", inst.id).Str("task", t.rec.TaskID).Msg("task_reject not queued; it is sent again after a reconnect")
+			return nil, errFeedbackDeferred
+		}
+		return nil, nil
 	}
 	return nil, fmt.Errorf("fleet: core asked for an unknown frame %q", e.Frame)
 }

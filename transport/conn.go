@@ -389,6 +389,17 @@ func (c *Conn) unreserve(n int) {
 	}
 }
 
+// HasRoom reports whether the send queue has room for a frame now, as
+// AwaitRoom would: the room is not reserved. A caller that must change
+// state only when its frame can be queued checks it first.
+func (c *Conn) HasRoom() bool {
+	if c.Err() != nil {
+		return false
+	}
+	limit := int64(c.opts.SendQueueBytes)
+	return len(c.sendq) < cap(c.sendq) && (limit <= 0 || c.queued.Load() < limit)
+}
+
 // AwaitRoom waits until the send queue has room for a frame, the
 // connection closes (it returns the connection's *ClosedError) or ctx
 // ends (it returns ctx.Err()). The room is not reserved: another sender

@@ -428,6 +428,11 @@ type TaskRejectFrame struct {
 	Header
 	TaskID   string
 	Feedback string
+	// RejectionID names this rejection of the task (pifleet addition,
+	// optional): a server that restarted after recording a rejection may
+	// send it again, and an agent carries out a rejection it has already
+	// carried out only once.
+	RejectionID string
 }
 
 // FrameType returns "task_reject".
@@ -437,6 +442,7 @@ func (*TaskRejectFrame) FrameType() string { return TypeTaskReject }
 func (f *TaskRejectFrame) schema(s *schema) {
 	s.String("taskId", &f.TaskID, required)
 	s.String("feedback", &f.Feedback, required)
+	s.String("rejectionId", &f.RejectionID, optional)
 }
 
 // DeliverFrame (S→A) asks for a task's result to be delivered.

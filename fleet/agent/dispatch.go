@@ -338,7 +338,7 @@ const RevisionPrompt = "Revision requested:\n"
 
 // taskReject sends the feedback into the same session as a new prompt
 // under the same taskId: the next settle is the next review cycle.
-func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) transport.Frame {
+func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport.Frame) {
 	id := a.taskInstance(f.TaskID)
 	in := a.lookup(id)
 	if in == nil {
@@ -350,6 +350,28 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) transport.Fram
 	cmd, err := jsonObject(map[string]any{"type": "prompt", "message": RevisionPrompt + f.Feedback})
 	if err != nil {
 		return errorFrame(f, CodeInternal, err.Error())
+	}
+	// A server records a rejection before it sends it; one killed after
+	// the send sends it again once restarted, under the same rejection
+	// id: the worker revises once.
+	if f.RejectionID != "" {
+		in.mu.Lock()
+		done := in.rejection == f.RejectionID
+		prev := in.rejection
+		in.rejection = f.RejectionID
+		in.mu.Unlock()
+		if done {
+			return nil
+		}
+		defer func() {
+			if out != nil { // not carried out: a resend may try again
+				in.mu.Lock()
+				if in.rejection == f.RejectionID {
+					in.rejection = prev
+				}
+				in.mu.Unlock()
+			}
+		}()
 	}
 	rpc := &transport.RPCFrame{InstanceID: id, Command: cmd, TaskID: f.TaskID}
 	rpc.ID, rpc.TraceID = f.ID, f.TraceID

@@ -667,3 +667,37 @@ func TestRebundleRestartFailsKeepsA(t *testing.T) {
 		t.Fatal("the session's history was not kept")
 	}
 }
+
+// A server records a rejection before it sends task_reject; one killed
+// after the send sends the same rejection again once restarted (#16): the
+// agent carries a rejection id out once, so the worker revises once, and
+// the next rejection, under a new id, is the next revision.
+func TestTaskRejectWithTheSameRejectionIDRevisesOnce(t *testing.T) {
+	h := newHarness(t, hopts{})
+	c := h.dial(t)
+	c.hello()
+	inst := c.mustSpawn("s", h.cwd, "default", nil)
+	c.rpc(inst.InstanceID, "t-rev", prompt("p", "say: draft"))
+	td := nextOf[*transport.TaskDoneFrame](c, nil)
+	c.ack(td)
+	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: revised", RejectionID: "t-rev#1"})
+	td2 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
+	if td2.LastAssistantMessage != "revised" {
+		t.Fatalf("revision %+v", td2)
+	}
+	c.ack(td2)
+	// The restarted server's resend, then its next rejection.
+	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: revised", RejectionID: "t-rev#1"})
+	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: third", RejectionID: "t-rev#2"})
+	td3 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq && f.Seq != td2.Seq })
+	if td3.LastAssistantMessage != "third" {
+		t.Fatalf("after the resent rejection the worker revised again: %+v", td3)
+	}
+	data, err := os.ReadFile(inst.SessionPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "say: revised"); n != 1 {
+		t.Errorf("the session holds the first rejection's feedback %d times, want once", n)
+	}
+}

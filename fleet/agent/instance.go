@@ -46,6 +46,9 @@ type instance struct {
 	restarting  bool         // a restart (rebundle, set_tools) is in progress
 	exit        *worker.Exit // how the worker ended, once it did
 	exitTask    string       // the task that was open when it ended
+	// rejection is the rejection id of the last task_reject carried
+	// out: a restarted server may send a recorded rejection again.
+	rejection string
 	pumpDone    chan struct{}
 	tree        *isolated                       // the worker's git worktree (nil: it runs in the spawn's cwd)
 	waiters     map[string]chan json.RawMessage // command id → response line
