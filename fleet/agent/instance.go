@@ -49,9 +49,9 @@ type instance struct {
 	// rejection is the rejection id of the last task_reject carried
 	// out: a restarted server may send a recorded rejection again.
 	rejection string
-	pumpDone    chan struct{}
-	tree        *isolated                       // the worker's git worktree (nil: it runs in the spawn's cwd)
-	waiters     map[string]chan json.RawMessage // command id → response line
+	pumpDone  chan struct{}
+	tree      *isolated                       // the worker's git worktree (nil: it runs in the spawn's cwd)
+	waiters   map[string]chan json.RawMessage // command id → response line
 
 	callSeq atomic.Uint64
 	lastSeq atomic.Uint64 // seq of the newest event forwarded
