@@ -118,6 +118,9 @@ func New(opts ...Option) (*Fleet, error) {
 		_, _ = crand.Read(seed[:])
 		cfg.Rand = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
 	}
+	if cfg.Conn.Heartbeats == nil {
+		cfg.Conn.Heartbeats = transport.NewHeartbeats() // one goroutine beats every agent
+	}
 	stopts := []serverstore.Option{serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger)}
 	if cfg.ResetCorruptState {
 		stopts = append(stopts, serverstore.WithResetCorrupt(func(movedTo string, cause error) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -63,6 +64,10 @@ type Options struct {
 	// on one goroutine. It may also be set later with SetHandler; frames
 	// that arrive before are queued.
 	Handler func(Frame)
+	// Heartbeats, if set, sends this connection's heartbeats together with
+	// those of the other connections sharing it (a server's agents), from
+	// one goroutine; without it the Conn gets one of its own.
+	Heartbeats *Heartbeats
 	// OnHeartbeat, if set, is called from the reader goroutine for every
 	// heartbeat received. It must not block.
 	OnHeartbeat func()
@@ -202,6 +207,17 @@ type Conn struct {
 	room        chan struct{}
 	roomWaiters int
 
+	// wmu is held for every write to nc, so that the heartbeat goroutine
+	// (Heartbeats) writes only between the writer's writes. beatRest is
+	// what a partial heartbeat write left: the next write starts with it.
+	wmu      sync.Mutex
+	beatRest []byte
+	raw      syscall.RawConn // nil: heartbeats go through the writer
+	beatDue  chan struct{}   // the writer is to send a heartbeat
+	beats    *Heartbeats
+	// handedOff counts the heartbeats handed to the writer (its tests).
+	handedOff atomic.Int64
+
 	handler     atomic.Pointer[func(Frame)]
 	dispatching atomic.Bool // a handler was set: the dispatcher runs
 }
@@ -223,7 +239,14 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		done:    make(chan struct{}),
 		pending: make(map[string]chan Frame),
 		room:    make(chan struct{}),
+		raw:     rawConn(nc),
+		beatDue: make(chan struct{}, 1),
+		beats:   opts.Heartbeats,
 	}
+	if c.beats == nil {
+		c.beats = NewHeartbeats()
+	}
+	c.beats.join(c) // before anything can close c: closing leaves
 	go c.readLoop()
 	go c.writeLoop()
 	if opts.Handler != nil {
@@ -267,6 +290,7 @@ func (c *Conn) closeWith(reason CloseReason, cause error, final []byte) {
 		c.err = &ClosedError{Reason: reason, Err: cause}
 		c.final = final
 		close(c.done)
+		c.beats.leave(c)
 		ev := c.log.Debug()
 		if reason != ReasonClosed {
 			ev = c.log.Info()
@@ -678,14 +702,12 @@ const maxBatch = 64 << 10
 var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, maxBatch); return &b }}
 
 func (c *Conn) writeLoop() {
-	tick := time.NewTicker(c.opts.HeartbeatInterval)
-	defer tick.Stop()
 	for {
 		// A due heartbeat goes before queued frames: liveness must not
 		// depend on how much data is waiting.
 		select {
-		case <-tick.C:
-			if !c.write(heartbeatLine) {
+		case <-c.beatDue:
+			if !c.write(nil) {
 				return
 			}
 		default:
@@ -694,8 +716,8 @@ func (c *Conn) writeLoop() {
 		case <-c.done:
 			c.writeFinal()
 			return
-		case <-tick.C:
-			if !c.write(heartbeatLine) {
+		case <-c.beatDue:
+			if !c.write(nil) {
 				return
 			}
 		case buf := <-c.sendq:
@@ -736,8 +758,28 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// write writes p, or a heartbeat when p is nil, after what is left of a
+// heartbeat the heartbeat goroutine could only partly write.
 func (c *Conn) write(p []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)) // as in deadlineReader
+	if rest := c.beatRest; rest != nil {
+		c.beatRest = nil
+		if !c.writeOut(rest) {
+			return false
+		}
+		if p == nil {
+			return true // that was the heartbeat
+		}
+	}
+	if p == nil {
+		p = heartbeatLine
+	}
+	return c.writeOut(p)
+}
+
+func (c *Conn) writeOut(p []byte) bool {
 	if _, err := c.nc.Write(p); err != nil {
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
@@ -758,7 +800,12 @@ func (c *Conn) writeFinal() {
 	if c.final == nil {
 		return
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)); err == nil {
+		if c.beatRest != nil {
+			_, _ = c.nc.Write(c.beatRest)
+		}
 		_, _ = c.nc.Write(c.final)
 	}
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {

@@ -636,6 +636,7 @@ func TestConnHeartbeatsDoNotQueueBehindAFullQueue(t *testing.T) {
 			synctest.Wait()
 		}
 		time.Sleep(DefaultHeartbeatInterval) // a heartbeat is due
+		synctest.Wait()                      // and the round has handed it to the writer
 		d := NewDecoder(b)
 		var types []string
 		for range 4 {
