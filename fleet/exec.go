@@ -219,13 +219,13 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	case len(req.Argv) == 0 && req.Shell != "":
 		fr.Mode, fr.Command = transport.ExecShell, req.Shell
 	default:
-		return nil, errors.New("fleet: exec needs exactly one of Argv or Shell")
+		return nil, &ConfigError{Field: "ExecRequest", Reason: "exactly one of Argv or Shell must be set"}
 	}
 	if instanceID == "" && fr.Cwd == "" {
-		return nil, errors.New("fleet: exec needs a cwd (an absolute path on the agent's machine)")
+		return nil, &ConfigError{Field: "ExecRequest.Cwd", Reason: "empty (it must be an absolute path on the agent's machine)"}
 	}
 	if req.Timeout < 0 {
-		return nil, fmt.Errorf("fleet: exec timeout %v < 0", req.Timeout)
+		return nil, &ConfigError{Field: "ExecRequest.Timeout", Reason: fmt.Sprintf("%v is negative", req.Timeout)}
 	}
 	if req.Timeout > 0 {
 		fr.TimeoutSeconds = new(req.Timeout.Seconds())

@@ -56,6 +56,11 @@ type testAgentPeer struct {
 	// spawn_progress accepted: provisioning, then spawned) to send when it
 	// likes (a spawn that takes long), instead of its being sent at once.
 	spawnGate func(send func())
+	// script, when set, sees every frame first and answers it (reply
+	// sets the request's id) when it returns true; caps are extra hello
+	// capabilities. Set both before the fleet connects.
+	script func(c *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool
+	caps   []string
 
 	frames chan transport.Frame // every frame received, in order
 	wg     sync.WaitGroup
@@ -166,6 +171,9 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		if p.pifleet {
 			caps = append(caps, transport.CapabilityPifleet)
 		}
+		p.mu.Lock()
+		caps = append(caps, p.caps...)
+		p.mu.Unlock()
 		_ = c.TrySend(&transport.HelloFrame{Machine: p.machine, Role: transport.RoleAgent, PackageVersion: "test",
 			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge),
 			Proxied: true}) // tests put netfault proxies in front of it
@@ -221,6 +229,12 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 			ans.Envelope().TraceID = fr.Envelope().TraceID
 		}
 		p.send(c, ans)
+	}
+	p.mu.Lock()
+	script := p.script
+	p.mu.Unlock()
+	if script != nil && script(c, fr, reply) {
+		return
 	}
 	switch fr := fr.(type) {
 	case *transport.SpawnFrame:
