@@ -42,6 +42,11 @@ type coreView struct {
 	// RunStarted: the worker started a run (agent_start) since the open
 	// task's prompt or feedback was sent.
 	RunStarted bool
+	// ReplayIncomplete: the last reconnect's replay of the agent's events
+	// did not cover everything since the open task's prompt was sent (the
+	// agent's bounded ring dropped some, or the replay failed): an
+	// agent_start may have been missed, so RunStarted proves nothing.
+	ReplayIncomplete bool
 }
 
 // inputKind names what happened.
@@ -375,6 +380,15 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 				p.task(TaskEventDone)
 				p.instance(EventTaskDone)
 				p.taskDirty, p.instDirty = false, false
+			} else if in.Review {
+				// The record moved the stored task and instance to
+				// awaiting_review, but the task ended meanwhile (failed
+				// as a lost prompt, aborted, stopped; that change stored
+				// the task): the instance's state here stands and is
+				// written back, so that the store agrees with it after a
+				// restart. The report is delivered all the same.
+				p.instDirty = true
+				p.persist()
 			}
 			p.add(effect{Kind: fxDone, TaskID: in.TaskID})
 		}
@@ -482,7 +496,7 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 				p.instance(EventReconnectedRunning)
 				break
 			}
-			if v.TaskID != "" && v.Task == TaskRunning && v.Pifleet && !v.RunStarted {
+			if v.TaskID != "" && v.Task == TaskRunning && v.Pifleet && !v.RunStarted && !v.ReplayIncomplete {
 				// The worker is idle, and it never started a run for the
 				// task: a pifleet agent numbers every event and the
 				// reconnect replayed the ones missed (events_since), so an
@@ -491,7 +505,8 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 				// can come: the task ends failed instead of running
 				// forever. (A run that did start ends with a task_done,
 				// which may trail this snapshot: it opens the review from
-				// idle.)
+				// idle. A replay that missed events since the prompt proves
+				// nothing: the task waits for its task_done.)
 				p.task(TaskEventPromptLost)
 				p.add(effect{Kind: fxFailTask, TaskID: v.TaskID,
 					Reason: "the prompt never reached the worker: after a reconnect it was idle, and no task_done came"})

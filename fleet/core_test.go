@@ -124,6 +124,8 @@ func parseView(s string) (coreView, error) {
 			v.FeedbackPending = true
 		case "started":
 			v.RunStarted = true
+		case "incomplete":
+			v.ReplayIncomplete = true
 		default:
 			return v, fmt.Errorf("unknown view field %q", f)
 		}
@@ -143,7 +145,7 @@ func formatView(v coreView) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}} {
+	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}, {v.ReplayIncomplete, "incomplete"}} {
 		if f.on {
 			s += " " + f.name
 		}

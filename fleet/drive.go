@@ -14,7 +14,7 @@ import (
 
 // viewLocked is the core's view of inst. f.mu must be held.
 func (f *Fleet) viewLocked(inst *instance) coreView {
-	v := coreView{Instance: inst.m.State(), TaskID: inst.openTask, RunStarted: inst.runStarted}
+	v := coreView{Instance: inst.m.State(), TaskID: inst.openTask, RunStarted: inst.runStarted, ReplayIncomplete: inst.replayIncomplete}
 	if a := f.agents[inst.agent]; a != nil {
 		v.Connected = a.conn != nil
 		v.Pifleet = a.pifleet
@@ -131,6 +131,9 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			}
 			inst.tally = pirpc.Tally{}
 			inst.runStarted = false
+			if t != nil {
+				t.rec.PromptEventSeq = inst.rec.LastSeenEventSeq // persisted with the delivery
+			}
 		case fxEscalate:
 			if t != nil {
 				f.publishLocked(Change{Kind: ChangeEscalated, Agent: inst.agent, InstanceID: inst.id, TaskID: t.rec.TaskID,

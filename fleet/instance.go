@@ -57,6 +57,9 @@ type instance struct {
 	// runStarted: an agent_start was seen since the open task's prompt
 	// (or feedback) was sent (coreView.RunStarted).
 	runStarted bool
+	// replayIncomplete: the last reconnect's events replay did not cover
+	// every event since the open task's prompt (coreView.ReplayIncomplete).
+	replayIncomplete bool
 }
 
 func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.Machine[InstanceState, InstanceEvent]) *instance {

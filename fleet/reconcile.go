@@ -78,11 +78,27 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		f.mu.Unlock()
 		// A pifleet agent numbers every event, so since 0 means none was
 		// seen: the whole ring is missed.
+		incomplete := true // what no replay covers proves nothing
 		if pifleet {
-			if _, err := c.Request(ctx, &transport.EventsSinceFrame{InstanceID: inst.id, Since: float64(since)}); err != nil {
+			ans, err := c.Request(ctx, &transport.EventsSinceFrame{InstanceID: inst.id, Since: float64(since)})
+			if err != nil {
 				f.log.Warn().Err(err).Str("instance", inst.id).Msg("reconcile: events replay failed")
+			} else if r, ok := ans.(*transport.EventsReplayedFrame); ok {
+				// The ring's dropped events are since+1 .. since+Missed:
+				// the replay covers the open task's run when all of them
+				// came before its prompt was sent.
+				f.mu.Lock()
+				var promptSeq uint64
+				if t := f.tasks[inst.openTask]; t != nil {
+					promptSeq = t.rec.PromptEventSeq
+				}
+				incomplete = r.Missed > 0 && since+uint64(r.Missed) > promptSeq
+				f.mu.Unlock()
 			}
 		}
+		f.mu.Lock()
+		inst.replayIncomplete = incomplete
+		f.mu.Unlock()
 		f.mu.Lock()
 		asked := inst.m.State()
 		f.mu.Unlock()

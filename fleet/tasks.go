@@ -263,7 +263,8 @@ func (f *Fleet) submitLocked(instanceID, id, text string, opts PromptOptions) er
 		return &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()) + " (a prompt is in flight)", Op: "submit a task to"}
 	}
 	t, _ := newTask(serverstore.Task{TaskID: id, InstanceID: instanceID, Machine: inst.agent,
-		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects})
+		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects,
+		PromptEventSeq: inst.rec.LastSeenEventSeq})
 	// Recorded before it is sent (the plan persists it first): a
 	// task_done can never name a task the store does not know, and a
 	// write that fails is Submit's error.

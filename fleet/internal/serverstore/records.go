@@ -84,6 +84,11 @@ type Task struct {
 	Rejects    int        `json:"rejects"`
 	MaxRejects int        `json:"maxRejects"`
 	Feedback   []Feedback `json:"feedback,omitempty"`
+	// PromptEventSeq is the seq of the agent's newest event the server
+	// had seen when it sent the task's prompt (or its latest feedback):
+	// a replay after a reconnect that misses no event after it shows
+	// whether the run started.
+	PromptEventSeq uint64 `json:"promptEventSeq,omitempty"`
 	// LastDone is the latest new task_done of the task; RecordTaskDone
 	// sets it.
 	LastDone    *TaskDone `json:"lastDone,omitempty"`
