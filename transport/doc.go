@@ -52,6 +52,9 @@
 // send queue is bounded; a peer that stops reading closes the connection
 // as stalled instead of growing memory. Why a connection closed is kept:
 // Err returns a *ClosedError whose Reason is one of the CloseReason values.
+// Connections that share a Heartbeats (Options.Heartbeats; a fleet server
+// shares one among all its agents) have their heartbeats sent by one
+// goroutine per interval instead of each writer waking on its own timer.
 //
 // Redialer keeps a connection to one peer up, walking ConnectionTable
 // (connecting → authenticating → established, lost, rejected, closed) with
