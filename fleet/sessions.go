@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jpillora/backoff"
+
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
@@ -577,19 +579,29 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
+			retry := catchUpBackoff()
+			wait := delay
 			for {
-				if !f.pause(delay) {
+				if !f.pause(wait) {
 					break
 				}
 				f.mu.Lock()
 				f.catching[id] = false // a settle from now on asks for another run
 				f.mu.Unlock()
-				if err := f.CatchUp(f.ctx, id); err != nil {
+				err := f.CatchUp(f.ctx, id)
+				if err != nil {
 					f.log.Debug().Err(err).Str("agent", agent).Str("instance", id).Msg("session catch-up")
 				}
 				f.mu.Lock()
 				again := f.catching[id] && f.state == lifeStarted
 				f.mu.Unlock()
+				wait = 0
+				if !again && transientCatchUpError(err) && retry.Attempt() < catchUpRetries {
+					// The agent is there but failed this time: try again,
+					// further apart each time, a bounded number of times
+					// (the next full report starts over).
+					again, wait = true, retry.Duration()
+				}
 				if !again {
 					break
 				}
@@ -599,6 +611,23 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 			f.mu.Unlock()
 		}()
 	}
+}
+
+// catchUpRetries bounds the retries of a catch-up the agent failed.
+const catchUpRetries = 6
+
+// catchUpBackoff spaces those retries: 0.5 s, 1 s, 2 s, … at most 30 s.
+func catchUpBackoff() *backoff.Backoff {
+	return &backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second, Factor: 2, Jitter: true}
+}
+
+// transientCatchUpError: the agent answered the catch-up with an error
+// (or not within the request timeout) that another try may not meet. An
+// agent that is away, does not speak pifleet or whose registry is not
+// synced is caught up after its next full report instead.
+func transientCatchUpError(err error) bool {
+	var fe *FileError
+	return errors.As(err, &fe) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // pause waits d (none when d <= 0); false when the fleet closed meanwhile.
@@ -648,13 +677,14 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 		err = fmt.Errorf("%w: %s (session_entries)", ErrNotSupported, inst.agent)
 	}
 	path, ended := inst.rec.SessionPath, InstanceTable.IsFinal(inst.m.State())
+	done := ended && inst.rec.MirrorDone
 	p := f.projectionLocked(inst.agent)
 	f.mu.Unlock()
+	if path == "" || done {
+		return nil // no session, or mirrored to its end already
+	}
 	if err != nil {
 		return err
-	}
-	if path == "" {
-		return nil
 	}
 	a.catchUp.Lock()
 	defer a.catchUp.Unlock()
@@ -662,6 +692,14 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 		return err
 	}
 	n, err := f.fetchEntries(ctx, c, inst.agent, instanceID, path)
+	var fe *FileError
+	if ended && errors.As(err, &fe) && fe.Code == "unknown_instance" {
+		// The agent no longer knows the ended worker (it restarted):
+		// nothing more can come. The mirror is done with what it has.
+		f.log.Info().Str("agent", inst.agent).Str("instance", instanceID).Str("session", path).
+			Msg("session mirror ended: the agent no longer knows the instance")
+		err = nil
+	}
 	if err == nil && ended {
 		// Nothing more will come: make the mirror durable.
 		if m, merr := f.mirror(inst.agent, path); merr == nil {

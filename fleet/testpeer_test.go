@@ -61,6 +61,10 @@ type testAgentPeer struct {
 	// capabilities. Set both before the fleet connects.
 	script func(c *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool
 	caps   []string
+	// sessionDir, when set, gives every worker spawned on a new session a
+	// session file there (reported in spawned), whose entries
+	// session_entries answers with none.
+	sessionDir string
 
 	frames chan transport.Frame // every frame received, in order
 	wg     sync.WaitGroup
@@ -262,6 +266,8 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 		info := transport.InstanceInfo{InstanceID: id, Cwd: fr.Cwd, Bundle: fr.Bundle, State: transport.InstanceRunning}
 		if fr.FromSession != "" { // cloned at once, as a pi agent does
 			info.SessionPath = strings.TrimSuffix(fr.FromSession, ".jsonl") + ".clone-" + id + ".jsonl"
+		} else if p.sessionDir != "" {
+			info.SessionPath = p.sessionDir + "/" + id + ".jsonl"
 		}
 		p.instances[id] = &peerInstance{info: info}
 		p.order = append(p.order, id)
@@ -395,6 +401,16 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 		p.instances[fr.InstanceID].info.Bundle = fr.Bundle
 		p.mu.Unlock()
 		reply(&transport.RebundledFrame{InstanceID: fr.InstanceID, Switched: true, Bundle: fr.Bundle, BundleHash: "h-" + fr.Bundle})
+	case *transport.SessionEntriesFrame:
+		p.mu.Lock()
+		in := p.instances[fr.InstanceID]
+		p.mu.Unlock()
+		if in == nil {
+			reply(&transport.SessionEntriesResultFrame{After: fr.After, Entries: []byte("[]"),
+				Error: &transport.FsError{Code: "unknown_instance", Message: "no instance " + fr.InstanceID}})
+			return
+		}
+		reply(&transport.SessionEntriesResultFrame{Path: in.info.SessionPath, After: fr.After, Entries: []byte("[]")})
 	case *transport.FsReadFrame:
 		text := "contents of " + fr.Path
 		reply(&transport.FsResultFrame{Done: true, Text: &text})
