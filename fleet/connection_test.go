@@ -9,6 +9,7 @@ import (
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/internal/netfault"
+	"example.com/pifleet/internal/testnet"
 	"example.com/pifleet/transport"
 )
 
@@ -17,33 +18,10 @@ import (
 // listener that hangs up at once, one that never says hello, and a fleet
 // closed while its agents are in each state that Close can find them in.
 
-// refusedAddr returns a loopback address that refuses connections.
-//
-// The address is on 127.0.9.1, not 127.0.0.1: a port freed on 127.0.0.1 is
-// soon handed to the next test that listens on 127.0.0.1:0, or taken as a
-// connection's source port, and then a "refused" dial reaches another test's
-// listener, or a server told to listen there later finds the port taken.
+// refusedAddr returns a loopback address that refuses connections, and
+// stays free until the test listens there itself.
 func refusedAddr(t *testing.T) string {
-	return unusedAddr(t, "127.0.9.1")
-}
-
-// reservedAddr returns an address no one listens on, for a server process
-// the test starts (and restarts) on it later; on a loopback address of its
-// own (127.0.9.2, which the agents' identity maps must name), for the reason
-// refusedAddr gives.
-func reservedAddr(t *testing.T) string {
-	return unusedAddr(t, "127.0.9.2")
-}
-
-func unusedAddr(t *testing.T, ip string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testnet.UnusedAddr(t, "127.0.0.1")
 }
 
 // rawListener accepts connections on loopback and hands each to serve

@@ -312,12 +312,7 @@ func TestSpawnRightAfterStartWaitsForTheAgent(t *testing.T) {
 }
 
 func TestWaitAgentSaysWhyItGaveUp(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens there: every dial fails
+	dead := refusedAddr(t) // nothing listens there: every dial fails
 	tf := startFleet(t, t.TempDir(), t.TempDir(), []fleet.Agent{{Name: "down", Addresses: []string{dead}}})
 
 	if err := tf.WaitAgent(t.Context(), "nobody"); !errors.Is(err, fleet.ErrUnknownAgent) {
@@ -325,7 +320,7 @@ func TestWaitAgentSaysWhyItGaveUp(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	err = tf.WaitAgent(ctx, "down")
+	err := tf.WaitAgent(ctx, "down")
 	if !errors.Is(err, fleet.ErrNotConnected) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("WaitAgent on an agent that never answers: %v", err)
 	}
@@ -344,12 +339,7 @@ func TestWaitAgentSaysWhyItGaveUp(t *testing.T) {
 // Retry dials a lost agent now instead of at the end of its backoff: an
 // agent restarted by its operator is back at once.
 func TestRetryRedialsALostAgentNow(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // the agent is down: the first dial fails
+	addr := refusedAddr(t) // the agent is down: the first dial fails
 	tf := startFleet(t, t.TempDir(), t.TempDir(), []fleet.Agent{{Name: "box", Addresses: []string{addr}}},
 		func(c *fleet.Config) { c.Dialer.MinRetryInterval, c.Dialer.MaxRetryInterval = time.Hour, time.Hour })
 	tf.waitAgent(t, "box", transport.StateLost)

@@ -33,7 +33,7 @@ func dialInAgent(t *testing.T, machine, localIP, inbound string) *agentWorld {
 	e2ekit.CleanupWorkers(t, stateDir)
 	return &agentWorld{bin: bin, cwd: ps.Dir,
 		args: []string{"serve", "--listen", localIP + ":0", "--machine", machine, "--server", "box",
-			"--whois-static", "127.0.0.1=box,127.0.9.2=box", "--server-key", auth.FormatPublicKey(testServerKey), "--state-dir", stateDir, "--pi", ps.Path},
+			"--whois-static", "127.0.0.1=box", "--server-key", auth.FormatPublicKey(testServerKey), "--state-dir", stateDir, "--pi", ps.Path},
 		env: processEnv(ps.Env, "PIFLEET_SESSIONS_ROOT="+filepath.Join(ps.AgentDir, "sessions"),
 			"PIFLEET_DIAL="+inbound, "PIFLEET_DIAL_FROM="+localIP)}
 }
@@ -71,7 +71,7 @@ func TestAgentDialsInWithTheRealBinaries(t *testing.T) {
 	serverBin, _ := binaries(t)
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
-	inbound := reservedAddr(t)
+	inbound := refusedAddr(t)
 	stateDir := shortDir(t, "pfs")
 	copyKeyFile(t, stateDir)
 	serve := func() *proc {
@@ -220,7 +220,7 @@ func TestAgentDialsInAndFirstContactAsks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbound, stateDir := unusedAddr(t, "127.0.0.1"), t.TempDir()
+	inbound, stateDir := refusedAddr(t), t.TempDir()
 	asked := make(chan identity.Identity, 4)
 	prompter := fleet.WithPrompter(trust.PrompterFunc(func(_ context.Context, id identity.Identity) (trust.Policy, error) {
 		asked <- id

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,12 +202,7 @@ func newAgentWorld(t *testing.T, machine, pin, whois string) *agentWorld {
 	t.Helper()
 	_, bin := binaries(t)
 	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := refusedAddr(t)         // the agent listens there once started
 	stateDir := shortDir(t, "pfa") // shim socket paths must stay short
 	// Registered before any agent starts, so it runs after the agents
 	// were killed: whatever worker they left running is stopped, and the

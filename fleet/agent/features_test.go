@@ -20,6 +20,7 @@ import (
 
 	"net/netip"
 
+	"example.com/pifleet/internal/testnet"
 	"example.com/pifleet/transport"
 )
 
@@ -459,12 +460,8 @@ func TestRefusedFrames(t *testing.T) {
 // Item 77 (AC-2.1): when the IP provider reports a new address the agent
 // listens there; new connections work and the earlier worker still runs.
 func TestRebind_77(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	_, p, _ := net.SplitHostPort(testnet.UnusedAddr(t, "127.0.0.1"))
+	port, _ := strconv.Atoi(p)
 	var ip atomic.Value
 	ip.Store(netip.MustParseAddr("127.0.0.1"))
 	bound := make(chan string, 4)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"example.com/pifleet/internal/pitest"
+	"example.com/pifleet/internal/testnet"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/auth"
 )
@@ -107,12 +108,7 @@ func newWorld(t *testing.T) *world {
 	ps := pitest.Command(t, pitest.Scripted, pitest.Options{})
 	reg := t.TempDir()
 	publishTestBundles(t, reg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	_, port, _ := net.SplitHostPort(testnet.UnusedAddr(t, "127.0.0.1"))
 	return &world{bin: agentBinary(t), port: port, stateDir: shortDir(t, "pa"), registry: reg, cwd: ps.Dir,
 		worker: ps.Path, env: append(ps.Env, "PIFLEET_SESSIONS_ROOT="+filepath.Join(ps.AgentDir, "sessions"))}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"example.com/pifleet/internal/testnet"
 	"io"
 	"net"
 	"net/http"
@@ -475,13 +476,7 @@ func TestTokenAuth(t *testing.T) {
 
 func TestNotRunning(t *testing.T) {
 	dir := shortDir(t)
-	// A closed loopback port: listen, note the port, close.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	l.Close()
+	closed := testnet.UnusedAddr(t, "127.0.0.1") // nothing listens there
 	for _, addr := range []Addr{DefaultAddr(dir), {Network: "tcp", Address: closed}} {
 		_, err := client(t, addr).Status(context.Background())
 		want := "pifleet-server is not running at " + addr.String() + " (start it with pifleet-server serve)"
