@@ -1,0 +1,63 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"example.com/pifleet/fleet"
+)
+
+// TestRunResultBeforeAndAfterItSettles: a Run's Result says it is not
+// settled while the worker streams, Wait gives up with its context and
+// leaves the run going, and once it settles Result and Wait agree; a
+// stopped instance's Ended is closed.
+func TestRunResultBeforeAndAfterItSettles(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	peer.mu.Lock()
+	peer.holdPrompts = true
+	peer.mu.Unlock()
+
+	r, err := inst.PromptAsync(t.Context(), "slow", fleet.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := r.Result(); err == nil || text != "" {
+		t.Errorf("Result of a running prompt = %q, %v; want an error", text, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := r.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait with a cancelled context = %v", err)
+	}
+	select {
+	case <-r.Done():
+		t.Fatal("the run ended when a waiter gave up")
+	default:
+	}
+	tf.waitInstance(t, inst.ID(), fleet.StateRunning)
+	peer.releaseHeld()
+	text, err := r.Wait(t.Context())
+	if err != nil || text != "done: slow ("+inst.ID()+")" {
+		t.Fatalf("Wait = %q, %v", text, err)
+	}
+	if t2, err2 := r.Result(); t2 != text || err2 != nil {
+		t.Errorf("Result after Wait = %q, %v", t2, err2)
+	}
+
+	select {
+	case <-inst.Ended():
+		t.Fatal("Ended closed on a live instance")
+	default:
+	}
+	if err := inst.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst.Ended():
+	case <-t.Context().Done():
+		t.Fatal("Ended not closed after Stop")
+	}
+}
