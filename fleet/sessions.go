@@ -596,11 +596,8 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 				again := f.catching[id] && f.state == lifeStarted
 				f.mu.Unlock()
 				wait = 0
-				if !again && transientCatchUpError(err) && retry.Attempt() < catchUpRetries {
-					// The agent is there but failed this time: try again,
-					// further apart each time, a bounded number of times
-					// (the next full report starts over).
-					again, wait = true, retry.Duration()
+				if !again {
+					wait, again = retryCatchUp(retry, err)
 				}
 				if !again {
 					break
@@ -619,6 +616,17 @@ const catchUpRetries = 6
 // catchUpBackoff spaces those retries: 0.5 s, 1 s, 2 s, … at most 30 s.
 func catchUpBackoff() *backoff.Backoff {
 	return &backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second, Factor: 2, Jitter: true}
+}
+
+// retryCatchUp says whether, and after how long, a catch-up that ended
+// with err is tried again: an agent that is there but failed this time is
+// asked again, further apart each time, a bounded number of times (the
+// next full report starts over).
+func retryCatchUp(retry *backoff.Backoff, err error) (time.Duration, bool) {
+	if !transientCatchUpError(err) || retry.Attempt() >= catchUpRetries {
+		return 0, false
+	}
+	return retry.Duration(), true
 }
 
 // transientCatchUpError: the agent answered the catch-up with an error
@@ -664,7 +672,9 @@ func (f *Fleet) catchUpAgentLocked(agent string) func() {
 // and moves the registry through catch_up and back to synced. The agent's
 // projection must be synced (else it returns the *fsmkit.StaleEventError:
 // the catch-up runs again after the next full report). Catch-ups of one
-// agent run one at a time.
+// agent run one at a time. The mirror of an ended instance is done once
+// caught up after its end, or once its agent no longer knows it (it
+// restarted: nothing more can come); it is not fetched again.
 func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 	f.mu.Lock()
 	inst := f.instances[instanceID]
