@@ -61,3 +61,31 @@ func TestRunResultBeforeAndAfterItSettles(t *testing.T) {
 		t.Fatal("Ended not closed after Stop")
 	}
 }
+
+// TestASlowSubscriberLosesChangesNotTheFleet: a subscriber that does not
+// read loses changes, counted by Dropped, while the fleet goes on; a
+// subscription made after Close is closed at once.
+func TestASlowSubscriberLosesChangesNotTheFleet(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	slow := tf.Subscribe(1)
+	defer slow.Close()
+	inst := spawn(t, tf, "box")
+	if _, err := inst.Prompt(t.Context(), "hi", fleet.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if slow.Dropped() == 0 {
+		t.Error("a spawn and a prompt fitted in a buffer of one change")
+	}
+	if _, ok := <-slow.C; !ok {
+		t.Error("the slow subscriber's one buffered change is lost")
+	}
+	slow.Close()
+	slow.Close() // idempotent
+	if err := tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := <-tf.Subscribe(8).C; ok {
+		t.Error("a subscription to a closed fleet received a change")
+	}
+}
