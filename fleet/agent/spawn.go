@@ -481,12 +481,16 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	})
 	a.mu.Lock()
 	closed, cancelled := a.closed, spawnCancelled(ctx)
-	if !closed && !cancelled && err == nil {
+	// The connection that asked for the worker closed (a server killed
+	// between its spawn and this answer): the answer reaches nobody, and a
+	// restarted server knows no such spawn.
+	peerGone := ctx.Err() != nil && !cancelled
+	if !closed && !cancelled && !peerGone && err == nil {
 		a.instances[id] = in
 		a.order = append(a.order, id)
 	}
 	a.mu.Unlock()
-	if closed || cancelled || err != nil {
+	if closed || cancelled || peerGone || err != nil {
 		// Nobody would ever learn of this worker: the agent shuts down,
 		// the server gave the spawn up, or the spawn cannot be recorded
 		// complete. (A spawn_cancel after this point finds the spawn
@@ -496,7 +500,10 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 		}
 		<-in.pumpDone
 		a.forget(id)
+		a.hooks.spawnPoint("abandoned")
 		switch {
+		case peerGone:
+			return nil, refuse(CodeSpawnCancelled, "the connection that asked for the spawn closed before its answer")
 		case cancelled:
 			return nil, refuse(CodeSpawnCancelled, "the spawn was cancelled by the server")
 		case err != nil:
