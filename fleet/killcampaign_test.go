@@ -42,14 +42,10 @@ import (
 //
 // PIFLEET_KILL_SEED repeats a campaign's kill schedule (it is logged).
 //
-// A campaign runs by default (go test ./..., with defaultKills kills)
-// once it finds nothing. The server's still finds, once or twice per
-// hundred kills, server defects being fixed (a task failed as a lost
-// prompt whose task_done follows, its instance then left awaiting review
-// of a task still running; a rejection sent before it was stored), so it
-// runs only when PIFLEET_KILLS is set.
+// Both campaigns run by default (go test ./..., with defaultKills kills
+// each, well inside CI's time budget); PIFLEET_KILLS sets the count.
 const (
-	serverCampaignByDefault = false
+	serverCampaignByDefault = true
 	agentCampaignByDefault  = true
 )
 
