@@ -1,0 +1,67 @@
+package fleet_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport/identity"
+	"example.com/pifleet/transport/trust"
+)
+
+// TestInboundGateRefusesUnknownAndDeniedPeersBeforeTrustIsAsked: an agent
+// dialling in from an address whois cannot name, or from a machine
+// denied already, is cut off before the key handshake: nobody is asked
+// and no agent joins.
+func TestInboundGateRefusesUnknownAndDeniedPeersBeforeTrustIsAsked(t *testing.T) {
+	whois, err := identity.ParseStatic("127.0.0.9=elsewhere/eve@example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, nil,
+		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois),
+		fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
+			asked.Add(1)
+			return trust.Steer, nil
+		})))
+	stranger := newTestAgentPeer(t, "laptop", true)
+	stranger.dialIn(tf.InboundAddr())
+	select {
+	case <-stranger.conn().Done():
+	case <-t.Context().Done():
+		t.Fatal("a peer whois cannot name stayed connected")
+	}
+
+	whois2, err := identity.ParseStatic("127.0.0.1=laptop/ana@github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf2 := startFleet(t, t.TempDir(), reg, nil,
+		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois2),
+		fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
+			asked.Add(1)
+			return trust.Steer, nil
+		})))
+	if _, err := tf2.Trust().Set("laptop", trust.Deny); err != nil {
+		t.Fatal(err)
+	}
+	denied := newTestAgentPeer(t, "laptop", true)
+	denied.dialIn(tf2.InboundAddr())
+	select {
+	case <-denied.conn().Done():
+	case <-t.Context().Done():
+		t.Fatal("a denied machine stayed connected")
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("trust asked %d times about refused peers", n)
+	}
+	for _, f := range []*testFleet{tf, tf2} {
+		if st := f.Status(t.Context()); len(st.Agents) != 0 {
+			t.Errorf("refused peers joined: %+v", st.Agents)
+		}
+	}
+}
