@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/identity"
 	"example.com/pifleet/transport/trust"
 )
@@ -63,5 +64,22 @@ func TestInboundGateRefusesUnknownAndDeniedPeersBeforeTrustIsAsked(t *testing.T)
 		if st := f.Status(t.Context()); len(st.Agents) != 0 {
 			t.Errorf("refused peers joined: %+v", st.Agents)
 		}
+	}
+}
+
+// TestSessionsIsPerAgent: Sessions returns what that agent reported, and
+// nothing for an agent that reported nothing or is not in the directory.
+func TestSessionsIsPerAgent(t *testing.T) {
+	a, b := newTestAgentPeer(t, "box-a", true), newTestAgentPeer(t, "box-b", true)
+	tf := newTestFleet(t, a, b)
+	report(t, tf, a, transport.SessionInfo{SessionID: "s-1", Path: "/s/one.jsonl", Cwd: "/w", Kind: "scratch", UpdatedAt: 100})
+	if got := tf.Sessions("box-a"); len(got) != 1 || got[0].SessionID != "s-1" || got[0].Machine != "box-a" {
+		t.Errorf("Sessions(box-a) = %+v", got)
+	}
+	if got := tf.Sessions("box-b"); len(got) != 0 {
+		t.Errorf("Sessions of an agent that reported nothing = %+v", got)
+	}
+	if got := tf.Sessions("nowhere"); got != nil {
+		t.Errorf("Sessions of an unknown agent = %+v", got)
 	}
 }
