@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"sync"
@@ -209,5 +210,29 @@ func TestInstanceExecNeedsAPifleetAgent(t *testing.T) {
 	}
 	if _, err := tf2.Instance("nope"); !errors.Is(err, fleet.ErrUnknownInstance) {
 		t.Errorf("unknown instance: %v", err)
+	}
+}
+
+// TestWaitOfAnEndedExecutionIgnoresItsContext: once a command ended, Wait
+// returns its result even with a context that is done (select must not
+// pick the context at random).
+func TestWaitOfAnEndedExecutionIgnoresItsContext(t *testing.T) {
+	peer, _ := execPeer(t, true)
+	tf := newTestFleet(t, peer)
+	for _, onOutput := range []func(fleet.ExecChunk){nil, func(fleet.ExecChunk) {}} {
+		x, err := tf.Exec(t.Context(), "box", fleet.ExecRequest{Argv: []string{"big"}, Cwd: "/w", OnOutput: onOutput})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		for range 64 {
+			if res, err := x.Wait(done); err != nil || res.Signal != "SIGKILL" {
+				t.Fatalf("Wait of an ended command with a done context = %+v, %v", res.Signal, err)
+			}
+		}
 	}
 }

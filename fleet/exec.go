@@ -121,16 +121,14 @@ func (e *Execution) Done() <-chan struct{} { return e.done }
 // meanwhile is an ErrNotConnected error (the agent aborts the command).
 // When OnOutput is set, Wait returns after the last chunk was delivered.
 func (e *Execution) Wait(ctx context.Context) (ExecResult, error) {
-	select {
-	case <-e.done:
-	case <-ctx.Done():
-		return ExecResult{}, ctx.Err()
+	// An ended command's result wins over a done context: select alone
+	// would pick between the two at random.
+	if err := waitOrCtx(ctx, e.done); err != nil {
+		return ExecResult{}, err
 	}
 	if e.drained != nil {
-		select {
-		case <-e.drained:
-		case <-ctx.Done():
-			return ExecResult{}, ctx.Err()
+		if err := waitOrCtx(ctx, e.drained); err != nil {
+			return ExecResult{}, err
 		}
 	}
 	e.mu.Lock()
@@ -138,6 +136,26 @@ func (e *Execution) Wait(ctx context.Context) (ExecResult, error) {
 	res := e.res
 	res.Stdout, res.Stderr = slices.Clone(res.Stdout), slices.Clone(res.Stderr)
 	return res, e.err
+}
+
+// waitOrCtx waits for c to close; ctx's error only when c is still open.
+func waitOrCtx(ctx context.Context, c <-chan struct{}) error {
+	select {
+	case <-c:
+		return nil
+	default:
+	}
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-c:
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
 }
 
 // Abort ends the command (its process group); the result then reports
