@@ -135,6 +135,11 @@ func TestExecStreamsKeepsTheTailAndEndsOnALostAgent(t *testing.T) {
 	if fr := <-starts; fr.Mode != transport.ExecShell || fr.Command != "hang" || fr.TimeoutSeconds != nil {
 		t.Errorf("exec_start = %+v", fr)
 	}
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := x.Wait(gaveUp); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait of a running command with a done context = %v, want context.Canceled", err)
+	}
 	peer.conn().Close()
 	if _, err := x.Wait(ctx); !errors.Is(err, fleet.ErrNotConnected) {
 		t.Fatalf("Wait after the agent was lost = %v, want ErrNotConnected", err)
