@@ -47,3 +47,21 @@ func TestSetTrustAppliesToConnectedAgentsAtOnce(t *testing.T) {
 		t.Error("read on a denied machine succeeded")
 	}
 }
+
+// TestTranscriptFollowsTheMachinesPolicy: a worker without a session file
+// has no transcript; viewing it needs the view policy, which deny takes
+// away even while the agent is away.
+func TestTranscriptFollowsTheMachinesPolicy(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	if entries, more, err := inst.Transcript(t.Context(), 10); err != nil || more || len(entries) != 0 {
+		t.Errorf("Transcript of a worker without a session file = %d entries, more %v, %v", len(entries), more, err)
+	}
+	if _, err := tf.SetTrust("box", trust.Deny); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := inst.Transcript(t.Context(), 10); !errors.Is(err, trust.ErrPolicyRefused) {
+		t.Errorf("Transcript on a denied machine: %v, want ErrPolicyRefused", err)
+	}
+}
