@@ -16,19 +16,22 @@ import (
 // denied already, is cut off before the key handshake: nobody is asked
 // and no agent joins.
 func TestInboundGateRefusesUnknownAndDeniedPeersBeforeTrustIsAsked(t *testing.T) {
-	whois, err := identity.ParseStatic("127.0.0.9=elsewhere/eve@example")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var asked atomic.Int32
 	reg := t.TempDir()
 	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, nil,
-		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois),
-		fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
-			asked.Add(1)
-			return trust.Steer, nil
-		})))
+	inboundFleet := func(static string) *testFleet {
+		whois, err := identity.ParseStatic(static)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startFleet(t, t.TempDir(), reg, nil,
+			fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois),
+			fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
+				asked.Add(1)
+				return trust.Steer, nil
+			})))
+	}
+	tf := inboundFleet("127.0.0.9=elsewhere/eve@example")
 	stranger := newTestAgentPeer(t, "laptop", true)
 	stranger.dialIn(tf.InboundAddr())
 	select {
@@ -37,16 +40,7 @@ func TestInboundGateRefusesUnknownAndDeniedPeersBeforeTrustIsAsked(t *testing.T)
 		t.Fatal("a peer whois cannot name stayed connected")
 	}
 
-	whois2, err := identity.ParseStatic("127.0.0.1=laptop/ana@github")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf2 := startFleet(t, t.TempDir(), reg, nil,
-		fleet.WithInbound("127.0.0.1:0"), fleet.WithWhois(whois2),
-		fleet.WithPrompter(trust.PrompterFunc(func(context.Context, identity.Identity) (trust.Policy, error) {
-			asked.Add(1)
-			return trust.Steer, nil
-		})))
+	tf2 := inboundFleet("127.0.0.1=laptop/ana@github")
 	if _, err := tf2.Trust().Set("laptop", trust.Deny); err != nil {
 		t.Fatal(err)
 	}
