@@ -41,7 +41,7 @@ import (
 // PIFLEET_SCALE_HEAPPROFILE=FILE writes a heap profile once every
 // instance runs; PIFLEET_SCALE_CPUPROFILE=FILE profiles the idle rounds.
 func BenchmarkServerScale(b *testing.B) {
-	for _, agents := range []int{1000, 10000} {
+	for _, agents := range []int{1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchServerScale(b, agents, 10) })
 	}
 }
@@ -77,7 +77,9 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 			break
 		}
 		if polls%30 == 0 {
-			b.Logf("%d of %d agents established after %d s", n, agents, polls)
+			// To standard error at once: a benchmark's log appears only
+			// after its cleanups, and closing 10,000 agents takes long.
+			fmt.Fprintf(os.Stderr, "%d of %d agents established after %d s\n", n, agents, polls)
 		}
 		select {
 		case <-poll.C:
@@ -98,6 +100,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 			defer func() { <-sem }()
 			for range perAgent {
 				if _, err := tf.Spawn(ctx, fleet.SpawnOptions{Agent: a.Name, Cwd: "/work/repo", Bundle: "default"}); err != nil {
+					fmt.Fprintf(os.Stderr, "%s spawn on %s: %v\n", time.Now().Format(time.TimeOnly), a.Name, err)
 					errs <- fmt.Errorf("spawn on %s: %w", a.Name, err)
 					return
 				}
