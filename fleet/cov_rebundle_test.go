@@ -56,3 +56,25 @@ func TestRebundleTakesTheNewBundlesReviewAndKeepsTheOldOnFailure(t *testing.T) {
 		t.Errorf("Reject under the new bundle's maxRejects 0 = %v, %v; want escalated", esc, err)
 	}
 }
+
+// TestSetToolsAndRebundleNeedAPifleetAgent: a v1 agent has neither; the
+// fleet says so instead of sending a frame the agent would not know.
+func TestSetToolsAndRebundleNeedAPifleetAgent(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", false)
+	tf := newTestFleet(t, peer)
+	publish(t, tf.regRoot, "next", `{}`)
+	inst := spawn(t, tf, "box")
+	drainFrames(peer)
+	if _, err := inst.SetTools(t.Context(), []string{"read"}); !errors.Is(err, fleet.ErrNotSupported) {
+		t.Errorf("SetTools on a v1 agent: %v, want ErrNotSupported", err)
+	}
+	if err := inst.Rebundle(t.Context(), "next"); !errors.Is(err, fleet.ErrNotSupported) {
+		t.Errorf("Rebundle on a v1 agent: %v, want ErrNotSupported", err)
+	}
+	for _, fr := range drainFrames(peer) {
+		switch fr.(type) {
+		case *transport.SetToolsFrame, *transport.RebundleFrame:
+			t.Errorf("%s sent to a v1 agent", fr.FrameType())
+		}
+	}
+}
