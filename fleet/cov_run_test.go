@@ -46,6 +46,12 @@ func TestRunResultBeforeAndAfterItSettles(t *testing.T) {
 	if t2, err2 := r.Result(); t2 != text || err2 != nil {
 		t.Errorf("Result after Wait = %q, %v", t2, err2)
 	}
+	// An ended run answers with its result, whatever the context says.
+	for range 64 {
+		if t2, err2 := r.Wait(ctx); t2 != text || err2 != nil {
+			t.Fatalf("Wait of an ended run with a done context = %q, %v", t2, err2)
+		}
+	}
 
 	select {
 	case <-inst.Ended():
@@ -87,5 +93,20 @@ func TestASlowSubscriberLosesChangesNotTheFleet(t *testing.T) {
 	}
 	if _, ok := <-tf.Subscribe(8).C; ok {
 		t.Error("a subscription to a closed fleet received a change")
+	}
+}
+
+// A task whose report came answers Wait with it, whatever the context says.
+func TestWaitOfAFinishedTaskIgnoresItsContext(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	task, _ := submitAndFinish(t, tf, inst, "write the docs")
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 64 {
+		if info, err := task.Wait(done); err != nil || info.TaskID != task.ID() {
+			t.Fatalf("Wait of a finished task with a done context = %+v, %v", info, err)
+		}
 	}
 }

@@ -554,12 +554,10 @@ func (r *Run) Result() (string, error) {
 // Wait waits for the run to settle and returns the final assistant
 // message.
 func (r *Run) Wait(ctx context.Context) (string, error) {
-	select {
-	case <-r.done:
-		return r.text, r.err
-	case <-ctx.Done():
-		return "", ctx.Err()
+	if err := waitOrCtx(ctx, r.done); err != nil {
+		return "", err
 	}
+	return r.text, r.err
 }
 
 // PromptOptions tune a prompt.

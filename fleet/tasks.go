@@ -194,12 +194,28 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 		ended = inst.ended
 	}
 	f.mu.Unlock()
-	select {
-	case <-tk.done:
-	case <-ended:
-	case <-tk.failed:
-	case <-ctx.Done():
-		return t.Info(), ctx.Err()
+	// select picks at random among ready cases: a task that has ended
+	// answers with its outcome even when ctx is done too.
+	over := func() bool {
+		select {
+		case <-tk.done:
+		case <-ended:
+		case <-tk.failed:
+		default:
+			return false
+		}
+		return true
+	}
+	if !over() {
+		select {
+		case <-tk.done:
+		case <-ended:
+		case <-tk.failed:
+		case <-ctx.Done():
+			if !over() {
+				return t.Info(), ctx.Err()
+			}
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
