@@ -24,6 +24,25 @@ func refusedAddr(t *testing.T) string {
 	return testnet.UnusedAddr(t, "127.0.0.1")
 }
 
+// proxiedFleet starts a fleet whose one agent, "box", is a test peer
+// reached through a netfault proxy (to cut, stall or reset the
+// connection), with the bundle "default" published, and waits until the
+// agent is established.
+func proxiedFleet(t *testing.T, opts ...fleet.Option) (*testFleet, *testAgentPeer, *netfault.Proxy) {
+	t.Helper()
+	peer := newTestAgentPeer(t, "box", true)
+	proxy, err := netfault.Start(peer.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}}, opts...)
+	tf.waitAgent(t, "box", transport.StateEstablished)
+	return tf, peer, proxy
+}
+
 // rawListener accepts connections on loopback and hands each to serve
 // (which owns it); the connections still open are closed at cleanup.
 func rawListener(t *testing.T, serve func(net.Conn)) string {
@@ -163,16 +182,7 @@ func TestStopOfAWorkerTheAgentLostEndsItGone(t *testing.T) {
 // the outage; the agent lists the worker settled, then its outbox sends
 // the task_done) still opens the review: idle → awaiting_review.
 func TestATaskDoneTrailingTheReconnectStartsTheReview(t *testing.T) {
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}})
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf, peer, proxy := proxiedFleet(t)
 	inst := spawn(t, tf, "box")
 	peer.mu.Lock()
 	peer.holdPrompts = true

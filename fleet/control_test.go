@@ -212,20 +212,11 @@ func TestRebundleAndSetTools(t *testing.T) {
 }
 
 func TestHeartbeatExpiryMakesTheAgentUnreachable(t *testing.T) {
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}},
+	tf, _, proxy := proxiedFleet(t,
 		func(c *fleet.Config) {
 			c.Conn.HeartbeatInterval = 20 * time.Millisecond
 			c.Conn.ExpiryTimeout = 150 * time.Millisecond
 		})
-	tf.waitAgent(t, "box", transport.StateEstablished)
 	inst := spawn(t, tf, "box")
 	drainChanges(tf.sub)
 

@@ -14,7 +14,6 @@ import (
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/internal/serverstore"
-	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
 )
@@ -494,16 +493,7 @@ func TestTypeScriptAgentAcceptStopIsAStop(t *testing.T) {
 }
 
 func TestReconnectReplaysMissedEvents(t *testing.T) {
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}})
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf, peer, proxy := proxiedFleet(t)
 	inst := spawn(t, tf, "box")
 	peer.mu.Lock()
 	peer.holdPrompts = true
@@ -543,16 +533,7 @@ func TestReconnectReplaysMissedEvents(t *testing.T) {
 }
 
 func TestConnectionCutMakesInstancesUnreachableAndReconnectReconciles(t *testing.T) {
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}})
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf, peer, proxy := proxiedFleet(t)
 	survivor, vanished := spawn(t, tf, "box"), spawn(t, tf, "box")
 
 	drainChanges(tf.sub)

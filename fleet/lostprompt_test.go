@@ -6,7 +6,6 @@ import (
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/internal/netfault"
-	"example.com/pifleet/transport"
 )
 
 // TestATrackedPromptLostInFlightEndsItsTask (#16 defect 2): the proxy
@@ -15,16 +14,7 @@ import (
 // started a run: the task ends failed (it used to stay running forever),
 // Task.Wait says why, and the instance takes a new task.
 func TestATrackedPromptLostInFlightEndsItsTask(t *testing.T) {
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}})
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf, peer, proxy := proxiedFleet(t)
 	inst := spawn(t, tf, "box")
 
 	proxy.Stall(netfault.Upstream) // the server's frames stop in the proxy

@@ -16,17 +16,7 @@ import (
 // queue, so that a test can fill the queue.
 func queueFullFleet(t *testing.T) (*testFleet, *testAgentPeer, *netfault.Proxy) {
 	t.Helper()
-	peer := newTestAgentPeer(t, "box", true)
-	proxy, err := netfault.Start(peer.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{proxy.Addr()}}},
-		fleet.WithConnOptions(transport.Options{SendQueue: 4}))
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf, peer, proxy := proxiedFleet(t, fleet.WithConnOptions(transport.Options{SendQueue: 4}))
 	return tf, peer, proxy
 }
 
