@@ -371,22 +371,7 @@ func TestRestartKeepsHistory(t *testing.T) {
 		if after.SessionPath != before.SessionPath || after.Pid == before.Pid || after.State != StateIdle {
 			t.Errorf("after Restart %+v, before %+v: want the same session, a new pid, idle", after, before)
 		}
-		send(t, w, map[string]any{"id": "m1", "type": "get_messages"})
-		evs := s.until(responseTo("m1"))
-		if !strings.Contains(string(evs[len(evs)-1].Raw), "remember the walrus") {
-			t.Errorf("get_messages after Restart lost the history: %s", evs[len(evs)-1].Raw)
-		}
-		if n := count(evs, isKind(KindExit)); n != 0 {
-			t.Errorf("Restart reported %d exits", n)
-		}
-		if evs[0].Seq <= lastSeq {
-			t.Errorf("seq went back from %d to %d across Restart", lastSeq, evs[0].Seq)
-		}
-		prompt(t, w, "p2", "say: still here")
-		if got := s.until(settled); got[len(got)-1].Settled.LastAssistantText != "still here" {
-			t.Errorf("run after Restart settled with %+v", got[len(got)-1].Settled)
-		}
-		stopAndDrain(t, w, s)
+		checkKeptAcross(t, w, s, lastSeq, "Restart")
 	})
 }
 
@@ -414,22 +399,7 @@ func TestRestartThatCannotStartRestoresThePrevious(t *testing.T) {
 		if after.SessionPath != before.SessionPath || after.State != StateIdle {
 			t.Errorf("after the failed Restart %+v, before %+v: want the same session, idle", after, before)
 		}
-		send(t, w, map[string]any{"id": "m1", "type": "get_messages"})
-		evs := s.until(responseTo("m1"))
-		if !strings.Contains(string(evs[len(evs)-1].Raw), "remember the walrus") {
-			t.Errorf("get_messages after the failed Restart lost the history: %s", evs[len(evs)-1].Raw)
-		}
-		if n := count(evs, isKind(KindExit)); n != 0 {
-			t.Errorf("the failed Restart reported %d exits", n)
-		}
-		if evs[0].Seq <= lastSeq {
-			t.Errorf("seq went back from %d to %d across the failed Restart", lastSeq, evs[0].Seq)
-		}
-		prompt(t, w, "p2", "say: still here")
-		if got := s.until(settled); got[len(got)-1].Settled.LastAssistantText != "still here" {
-			t.Errorf("run after the failed Restart settled with %+v", got[len(got)-1].Settled)
-		}
-		stopAndDrain(t, w, s)
+		checkKeptAcross(t, w, s, lastSeq, "the failed Restart")
 	})
 }
 
@@ -608,4 +578,28 @@ func TestARunStartingWhileStoppingSettles(t *testing.T) {
 	if st := w.Snapshot().State; st != StateStopped {
 		t.Errorf("state = %s, want stopped", st)
 	}
+}
+
+// checkKeptAcross checks that a worker kept its session across what (a
+// Restart, after prompt p1 "say: remember the walrus" settled): its
+// history is there, no exit was reported, seqs went on increasing past
+// lastSeq and a new prompt runs; then it stops the worker.
+func checkKeptAcross(t *testing.T, w *Worker, s *stream, lastSeq uint64, what string) {
+	t.Helper()
+	send(t, w, map[string]any{"id": "m1", "type": "get_messages"})
+	evs := s.until(responseTo("m1"))
+	if !strings.Contains(string(evs[len(evs)-1].Raw), "remember the walrus") {
+		t.Errorf("get_messages after %s lost the history: %s", what, evs[len(evs)-1].Raw)
+	}
+	if n := count(evs, isKind(KindExit)); n != 0 {
+		t.Errorf("%s reported %d exits", what, n)
+	}
+	if evs[0].Seq <= lastSeq {
+		t.Errorf("seq went back from %d to %d across %s", lastSeq, evs[0].Seq, what)
+	}
+	prompt(t, w, "p2", "say: still here")
+	if got := s.until(settled); got[len(got)-1].Settled.LastAssistantText != "still here" {
+		t.Errorf("run after %s settled with %+v", what, got[len(got)-1].Settled)
+	}
+	stopAndDrain(t, w, s)
 }
