@@ -288,14 +288,20 @@ func (p *plan) accept(d transport.Disposition, by string, human bool) {
 	p.persist() // the verdict, one transaction: no restart finds it half done
 }
 
+// recordFeedback counts a rejection and keeps its feedback, pending until
+// the worker has it.
+func (p *plan) recordFeedback(text, by string) {
+	p.add(effect{Kind: fxFeedback, Text: text, By: by})
+	p.taskDirty = true
+	p.v.Rejects++
+	p.v.FeedbackPending = true
+}
+
 // reject is a rejection; a human's is delivered whatever the count. The
 // feedback is queued before anything changes, as a verdict is.
 func (p *plan) reject(text, by string, human bool) {
 	if !human && TaskRejectionEvent(p.v.Rejects, p.v.MaxRejects) == TaskEventMaxRejectsExceeded {
-		p.add(effect{Kind: fxFeedback, Text: text, By: by})
-		p.taskDirty = true
-		p.v.Rejects++
-		p.v.FeedbackPending = true
+		p.recordFeedback(text, by)
 		p.instance(EventMaxRejectsExceeded)
 		p.task(TaskEventMaxRejectsExceeded)
 		p.persist()
@@ -312,10 +318,7 @@ func (p *plan) reject(text, by string, human bool) {
 		p.instance(EventHumanDecided)
 		p.task(TaskEventHumanDecided)
 	}
-	p.add(effect{Kind: fxFeedback, Text: text, By: by})
-	p.taskDirty = true
-	p.v.Rejects++
-	p.v.FeedbackPending = true
+	p.recordFeedback(text, by)
 	p.instance(EventTaskRejected)
 	p.task(TaskEventRejected)
 	p.persist()
