@@ -185,6 +185,13 @@ func stoppedState(s transport.InstanceState) transport.InstanceState {
 
 // rpc forwards one command to a worker; a taskId opens a task first.
 func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
+	return a.rpcFor(p, f, rejection{})
+}
+
+// rpcFor is rpc for a revision that carries out rej (zero for none): its
+// id is recorded with the task, in one transaction, before the command
+// reaches the worker.
+func (a *Agent) rpcFor(p *peer, f *transport.RPCFrame, rej rejection) transport.Frame {
 	in := a.lookup(f.InstanceID)
 	if in == nil || !in.running() {
 		return errorFrame(f, CodeUnknownInstance, "no running instance "+f.InstanceID)
@@ -195,7 +202,7 @@ func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
 		if traceID == "" {
 			traceID = in.traceID
 		}
-		t := &openTask{id: f.TaskID, owner: p.key, traceID: traceID}
+		t := &openTask{id: f.TaskID, owner: p.key, traceID: traceID, rejection: rej}
 		in.mu.Lock()
 		old := in.task
 		if old != nil && old.id != t.id {
@@ -231,7 +238,7 @@ func (a *Agent) rpc(p *peer, f *transport.RPCFrame) transport.Frame {
 			in.mu.Lock()
 			in.task = prev
 			in.mu.Unlock()
-			a.closeTaskRecord(in.id, f.TaskID)
+			a.closeTaskRecord(in.id, f.TaskID, rej)
 		}
 		switch {
 		case errors.Is(err, worker.ErrModelPinned):
@@ -258,10 +265,17 @@ func (in *instance) modelRef() transport.ModelRef {
 }
 
 // openTask records the task in the registry before the command reaches
-// the worker: a crash from here on still ends it with a task_done.
+// the worker: a crash from here on still ends it with a task_done. The
+// rejection a revision carries out is recorded in the same transaction,
+// so that a restarted agent neither forgets a rejection the worker has
+// (it would revise twice) nor remembers one without the task that makes
+// the worker's next settle answer it (the review would wait forever).
 func (a *Agent) openTask(in *instance, t *openTask) error {
 	_, err := a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
 		r.TaskID, r.TaskOwner = t.id, t.owner
+		if t.rejection.id != "" {
+			r.Rejection = t.rejection.id
+		}
 		return nil
 	})
 	if err != nil {
@@ -271,10 +285,16 @@ func (a *Agent) openTask(in *instance, t *openTask) error {
 	return nil
 }
 
-func (a *Agent) closeTaskRecord(instanceID, taskID string) {
+// closeTaskRecord undoes openTask for a command that never reached the
+// worker: the task, and the rejection it would have carried out (a
+// resend may try again).
+func (a *Agent) closeTaskRecord(instanceID, taskID string, rej rejection) {
 	_, _ = a.store.UpdateInstance(instanceID, func(r *agentstore.Instance) error {
 		if r.TaskID == taskID {
 			r.TaskID, r.TaskOwner = "", ""
+		}
+		if rej.id != "" && r.Rejection == rej.id {
+			r.Rejection = rej.prev
 		}
 		return nil
 	})
@@ -353,11 +373,15 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport
 	}
 	// A server records a rejection before it sends it; one killed after
 	// the send sends it again once restarted, under the same rejection
-	// id: the worker revises once.
+	// id: the worker revises once. The id is claimed here (a resend that
+	// races this one finds it) and stored with the revision's task before
+	// the prompt reaches the worker, so that a restarted agent knows it
+	// too (it is read back at re-adoption).
+	var rej rejection
 	if f.RejectionID != "" {
 		in.mu.Lock()
 		done := in.rejection == f.RejectionID
-		prev := in.rejection
+		rej = rejection{id: f.RejectionID, prev: in.rejection}
 		in.rejection = f.RejectionID
 		in.mu.Unlock()
 		if done {
@@ -366,8 +390,8 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport
 		defer func() {
 			if out != nil { // not carried out: a resend may try again
 				in.mu.Lock()
-				if in.rejection == f.RejectionID {
-					in.rejection = prev
+				if in.rejection == rej.id {
+					in.rejection = rej.prev
 				}
 				in.mu.Unlock()
 			}
@@ -375,7 +399,7 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport
 	}
 	rpc := &transport.RPCFrame{InstanceID: id, Command: cmd, TaskID: f.TaskID}
 	rpc.ID, rpc.TraceID = f.ID, f.TraceID
-	return a.rpc(p, rpc)
+	return a.rpcFor(p, rpc, rej)
 }
 
 // fs answers fs_* from the instance's cwd (stopped and exited included).

@@ -47,7 +47,8 @@ type instance struct {
 	exit        *worker.Exit // how the worker ended, once it did
 	exitTask    string       // the task that was open when it ended
 	// rejection is the rejection id of the last task_reject carried
-	// out: a restarted server may send a recorded rejection again.
+	// out: a restarted server may send a recorded rejection again. It is
+	// stored in the instance record too (agentstore.Instance.Rejection).
 	rejection string
 	pumpDone  chan struct{}
 	tree      *isolated                       // the worker's git worktree (nil: it runs in the spawn's cwd)
@@ -62,7 +63,15 @@ type openTask struct {
 	id      string
 	owner   string
 	traceID string
+	// rejection is what a revision carries out (zero for a prompt); it
+	// is recorded with the task.
+	rejection rejection
 }
+
+// rejection is the task_reject a revision carries out: its id, and the
+// id of the one carried out before it, kept again should this one never
+// reach the worker.
+type rejection struct{ id, prev string }
 
 // info is the instance as list reports it.
 func (in *instance) info() transport.InstanceInfo {

@@ -36,6 +36,11 @@ type Instance struct {
 	TaskID string `json:"taskId,omitzero"`
 	// TaskOwner names the connection that submitted TaskID (advisory).
 	TaskOwner string `json:"taskOwner,omitzero"`
+	// Rejection is the id of the last rejection (task_reject) carried
+	// out, stored with the revision's TaskID before its prompt reaches
+	// the worker: a restarted server may send a rejection again, and a
+	// restarted agent must still know it carried that one out.
+	Rejection string `json:"rejection,omitzero"`
 	// TraceID follows the operation that started the instance.
 	TraceID string `json:"traceId,omitzero"`
 
