@@ -44,6 +44,17 @@ import (
 // Frames of one agent are handled in arrival order on that connection's
 // handler goroutine.
 type Fleet struct {
+	// The fleet's state is kept in parts, each with its own lock, taken
+	// in this order (a lock may be taken while holding the ones above it,
+	// never the other way round):
+	//
+	//  1. mu: the lifecycle, the agents and their connections, the
+	//     instances and tasks, the session projections and heads.
+	//  2. subs (subscribe.go): the subscriptions. Changes are published
+	//     with mu held, so that they are seen in the order they happened.
+	//
+	// keysMu and randMu guard what they are named after and take no other
+	// lock.
 	cfg   Config
 	log   zerolog.Logger
 	store *serverstore.Store
@@ -53,6 +64,7 @@ type Fleet struct {
 	keysMu sync.Mutex
 	keys   *auth.KeyRing
 	reg    *registry.Server
+	subs   *subscribers
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -66,7 +78,6 @@ type Fleet struct {
 	agents    map[string]*agentState
 	instances map[string]*instance
 	tasks     map[string]*task
-	subs      map[*Subscription]struct{}
 	sessions  map[string]*session.Projection // per agent name
 	// heads are the HEADs last seen of baselines' repositories, by
 	// machine and cwd (staleness flags).
@@ -161,7 +172,7 @@ func New(opts ...Option) (*Fleet, error) {
 		agentsChanged: make(chan struct{}),
 		instances:     map[string]*instance{},
 		tasks:         map[string]*task{},
-		subs:          map[*Subscription]struct{}{},
+		subs:          newSubscribers(cfg.Now),
 	}
 	f.notifyCond = sync.NewCond(&f.notifyMu)
 	if cfg.RegistryRoot != "" {
@@ -448,10 +459,7 @@ func (f *Fleet) Close() error {
 		}
 		lns := f.listeners
 		srv := f.httpSrv
-		for s := range f.subs {
-			s.closeLocked()
-			delete(f.subs, s)
-		}
+		f.subs.close()
 		f.agentsChangedLocked()
 		f.mu.Unlock()
 		if started {
@@ -687,114 +695,9 @@ func (f *Fleet) notifier() {
 		if f.cfg.OnTaskDone != nil {
 			f.cfg.OnTaskDone(r)
 		}
-		f.mu.Lock()
-		f.publishLocked(Change{Kind: ChangeTaskDone, InstanceID: r.InstanceID, TaskID: r.TaskID, Report: &r})
-		f.mu.Unlock()
+		f.subs.publish(Change{Kind: ChangeTaskDone, InstanceID: r.InstanceID, TaskID: r.TaskID, Report: &r})
 		if err := f.store.MarkNotified(q.key); err != nil {
 			f.log.Error().Err(err).Str("key", r.Key.String()).Msg("record task_done notification")
-		}
-	}
-}
-
-// ---- subscriptions ----
-
-// ChangeKind says what a Change reports.
-type ChangeKind string
-
-// Change kinds.
-const (
-	ChangeAgentState     ChangeKind = "agent_state"     // a connection transition (From, To, Event)
-	ChangeInstanceState  ChangeKind = "instance_state"  // an instance transition
-	ChangeTaskState      ChangeKind = "task_state"      // a task's review state
-	ChangeEvent          ChangeKind = "event"           // a worker event (WorkerEvent)
-	ChangeTaskDone       ChangeKind = "task_done"       // a new task_done (Report)
-	ChangeEscalated      ChangeKind = "escalated"       // a task waits for a human (TaskID)
-	ChangeUIRequest      ChangeKind = "ui_request"      // a worker dialog waits for an answer (UI)
-	ChangeSpawnProgress  ChangeKind = "spawn_progress"  // a spawn step (Event is the phase)
-	ChangeModelDrift     ChangeKind = "model_drift"     // a worker's model changed (Message)
-	ChangeSessions       ChangeKind = "sessions"        // an agent's session inventory changed
-	ChangeSessionEntries ChangeKind = "session_entries" // a catch-up of a worker's session ended (Message: entries mirrored)
-)
-
-// Change is one thing that happened in the fleet.
-type Change struct {
-	Kind       ChangeKind
-	At         time.Time
-	Agent      string
-	InstanceID string
-	TaskID     string
-	// Event is the machine event (state changes), the spawn phase, or the
-	// worker event's type.
-	Event    string
-	From, To string
-	// WorkerEvent is set for ChangeEvent.
-	WorkerEvent *Event
-	// Report is set for ChangeTaskDone.
-	Report *TaskReport
-	// UI is set for ChangeUIRequest.
-	UI *UIRequest
-	// Message is free text (an error, a drift description).
-	Message string
-}
-
-// Subscription receives Changes on C until Close. A subscriber that does
-// not keep up loses changes (counted by Dropped) rather than slowing the
-// fleet down.
-type Subscription struct {
-	C       <-chan Change
-	c       chan Change
-	f       *Fleet
-	dropped uint64
-	closed  bool
-}
-
-// Subscribe returns a subscription whose channel holds up to buffer
-// changes (at least 1).
-func (f *Fleet) Subscribe(buffer int) *Subscription {
-	c := make(chan Change, max(buffer, 1))
-	s := &Subscription{C: c, c: c, f: f}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.state == lifeClosed {
-		s.closeLocked()
-		return s
-	}
-	f.subs[s] = struct{}{}
-	return s
-}
-
-// Close ends the subscription and closes C.
-func (s *Subscription) Close() {
-	s.f.mu.Lock()
-	defer s.f.mu.Unlock()
-	delete(s.f.subs, s)
-	s.closeLocked()
-}
-
-// Dropped returns how many changes did not fit in the buffer.
-func (s *Subscription) Dropped() uint64 {
-	s.f.mu.Lock()
-	defer s.f.mu.Unlock()
-	return s.dropped
-}
-
-func (s *Subscription) closeLocked() {
-	if !s.closed {
-		s.closed = true
-		close(s.c)
-	}
-}
-
-func (f *Fleet) publishLocked(c Change) {
-	if len(f.subs) == 0 {
-		return
-	}
-	c.At = f.cfg.Now()
-	for s := range f.subs {
-		select {
-		case s.c <- c:
-		default:
-			s.dropped++
 		}
 	}
 }
