@@ -53,8 +53,9 @@ type Fleet struct {
 	//  2. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
 	//
-	// keysMu and randMu guard what they are named after and take no other
-	// lock.
+	// notify (notify.go), the task_done reports waiting for the
+	// application, keysMu and randMu guard what they are named after and
+	// are taken with no other lock held.
 	cfg   Config
 	log   zerolog.Logger
 	store *serverstore.Store
@@ -96,9 +97,7 @@ type Fleet struct {
 	// asks it to run once more.
 	catching map[string]bool
 
-	notifyMu   sync.Mutex
-	notifyCond *sync.Cond
-	notifyQ    []queuedReport
+	notify *notifyQueue
 
 	closeOnce sync.Once
 	closeErr  error
@@ -173,8 +172,8 @@ func New(opts ...Option) (*Fleet, error) {
 		instances:     map[string]*instance{},
 		tasks:         map[string]*task{},
 		subs:          newSubscribers(cfg.Now),
+		notify:        newNotifyQueue(),
 	}
-	f.notifyCond = sync.NewCond(&f.notifyMu)
 	if cfg.RegistryRoot != "" {
 		f.reg = registry.NewServer(cfg.RegistryRoot, registry.WithLogger(cfg.Logger))
 	}
@@ -474,9 +473,7 @@ func (f *Fleet) Close() error {
 		for _, c := range conns {
 			_ = c.Close()
 		}
-		f.notifyMu.Lock()
-		f.notifyCond.Broadcast()
-		f.notifyMu.Unlock()
+		f.notify.close()
 		f.wg.Wait()
 		f.closeMirrors()
 		f.mu.Lock()
@@ -638,68 +635,6 @@ func (f *Fleet) fireTaskLocked(t *task, ev TaskEvent) bool {
 	f.publishLocked(Change{Kind: ChangeTaskState, Agent: t.rec.Machine, InstanceID: t.rec.InstanceID, TaskID: t.rec.TaskID,
 		Event: string(ev), From: string(from), To: t.rec.State})
 	return true
-}
-
-// ---- task_done notification ----
-
-func reportOf(td serverstore.TaskDone, order uint64) TaskReport {
-	seq := int64(td.Seq) // an integer on the wire (docs/protocol.md, task_done.seq)
-	return TaskReport{
-		Key:                  TaskKey{InstanceID: td.InstanceID, TaskID: td.TaskID, Seq: seq},
-		TaskID:               td.TaskID,
-		InstanceID:           td.InstanceID,
-		Seq:                  seq,
-		Status:               td.Status,
-		Summary:              td.Summary,
-		LastAssistantMessage: td.LastAssistantMessage,
-		TraceID:              td.TraceID,
-		Order:                order,
-		Worktree:             diffStatOf(td.Worktree),
-	}
-}
-
-// queuedReport is a report waiting for the notifier, with the key the
-// store knows its task_done by.
-type queuedReport struct {
-	r   TaskReport
-	key serverstore.DedupeKey
-}
-
-func (f *Fleet) enqueueReport(td serverstore.TaskDone, order uint64) {
-	f.notifyMu.Lock()
-	f.notifyQ = append(f.notifyQ, queuedReport{r: reportOf(td, order), key: td.Key()})
-	f.notifyCond.Signal()
-	f.notifyMu.Unlock()
-}
-
-// notifier hands each report to the application, in receipt order, then
-// records the notification (serverstore's exactly-once contract). At
-// Close it finishes the reports already queued, so that Close returns
-// with every received report either notified or still pending in the
-// store.
-func (f *Fleet) notifier() {
-	defer f.wg.Done()
-	for {
-		f.notifyMu.Lock()
-		for len(f.notifyQ) == 0 && f.ctx.Err() == nil {
-			f.notifyCond.Wait()
-		}
-		if len(f.notifyQ) == 0 {
-			f.notifyMu.Unlock()
-			return
-		}
-		q := f.notifyQ[0]
-		f.notifyQ = f.notifyQ[1:]
-		r := q.r
-		f.notifyMu.Unlock()
-		if f.cfg.OnTaskDone != nil {
-			f.cfg.OnTaskDone(r)
-		}
-		f.subs.publish(Change{Kind: ChangeTaskDone, InstanceID: r.InstanceID, TaskID: r.TaskID, Report: &r})
-		if err := f.store.MarkNotified(q.key); err != nil {
-			f.log.Error().Err(err).Str("key", r.Key.String()).Msg("record task_done notification")
-		}
-	}
 }
 
 // ---- small helpers ----
