@@ -56,11 +56,14 @@ type Spec struct {
 	// File is the file name inside Dir.
 	File string
 	// Layout is the version of the buckets and records; a new file is
-	// stamped with it, an existing one must carry it.
+	// stamped with it, an existing one must carry it. Empty: the file has
+	// no stamp and no MetaBucket (a format that predates them, known by
+	// its Buckets alone).
 	Layout string
 	// Buckets are created with a new file, and an existing file must have
-	// every one of them (MetaBucket always): a bucket added to a layout
-	// later must be created by its store, not listed here.
+	// every one of them (MetaBucket too, unless Layout is empty): a bucket
+	// added to a layout later must be created by its store, not listed
+	// here.
 	Buckets [][]byte
 	// LockTimeout is how long to wait for another process to release the
 	// file before failing with ErrLocked.
@@ -74,6 +77,9 @@ type Spec struct {
 	// OnReset, if set, hears of each file ResetCorrupt moved aside: where
 	// it is now and why it was moved.
 	OnReset func(movedTo string, cause error)
+	// ResetHow names, in a *CorruptError's message, how the user asks for
+	// ResetCorrupt (see CorruptError.ResetHow).
+	ResetHow string
 }
 
 // Open opens the file of spec, creating it when it does not exist. Errors
@@ -94,6 +100,9 @@ func Open(spec Spec) (*bolt.DB, error) {
 	path := filepath.Join(spec.Dir, spec.File)
 	db, release, err := open(spec, path)
 	var ce *CorruptError
+	if errors.As(err, &ce) {
+		ce.ResetHow = spec.ResetHow
+	}
 	if !errors.As(err, &ce) || !spec.ResetCorrupt {
 		release()
 		return db, err
@@ -196,18 +205,24 @@ func check(db *bolt.DB, spec Spec, path string) error {
 		}
 		first, _ := tx.Cursor().First()
 		empty = first == nil
+		if empty && tx.ID() > firstTxID {
+			// Written to, and yet nothing in it: its buckets are gone.
+			return corrupt("it holds no bucket, though it was written to", nil)
+		}
 		if empty {
 			return nil
 		}
-		meta := tx.Bucket(MetaBucket)
-		if meta == nil {
-			return corrupt(fmt.Sprintf("bucket %q is missing: it is not a pifleet state file, or it lost data", MetaBucket), nil)
-		}
-		switch v := meta.Get(LayoutKey); {
-		case v == nil:
-			return corrupt("its layout stamp is missing", nil)
-		case string(v) != spec.Layout:
-			return &VersionError{Path: path, Got: string(v), Want: spec.Layout}
+		if spec.Layout != "" {
+			meta := tx.Bucket(MetaBucket)
+			if meta == nil {
+				return corrupt(fmt.Sprintf("bucket %q is missing: it is not a pifleet state file, or it lost data", MetaBucket), nil)
+			}
+			switch v := meta.Get(LayoutKey); {
+			case v == nil:
+				return corrupt("its layout stamp is missing", nil)
+			case string(v) != spec.Layout:
+				return &VersionError{Path: path, Got: string(v), Want: spec.Layout}
+			}
 		}
 		for _, b := range spec.Buckets {
 			if tx.Bucket(b) == nil {
@@ -229,14 +244,20 @@ func check(db *bolt.DB, spec Spec, path string) error {
 	return db.Update(func(tx *bolt.Tx) error { return initialize(tx, spec) })
 }
 
+// firstTxID is the transaction id of a file bbolt made and nobody wrote
+// to: a file whose first transaction never committed.
+const firstTxID = 1
+
 // initialize stamps a new file and creates its buckets.
 func initialize(tx *bolt.Tx, spec Spec) error {
-	meta, err := tx.CreateBucketIfNotExists(MetaBucket)
-	if err != nil {
-		return err
-	}
-	if err := meta.Put(LayoutKey, []byte(spec.Layout)); err != nil {
-		return err
+	if spec.Layout != "" {
+		meta, err := tx.CreateBucketIfNotExists(MetaBucket)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(LayoutKey, []byte(spec.Layout)); err != nil {
+			return err
+		}
 	}
 	for _, b := range spec.Buckets {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -20,6 +20,10 @@ type CorruptError struct {
 	Reason string
 	// Err is the underlying error, if any.
 	Err error
+	// ResetHow is how the user asks to start afresh, for the message
+	// (empty: the daemons' --reset-state, ResetCorruptState in the Go
+	// packages).
+	ResetHow string
 }
 
 func (e *CorruptError) Error() string {
@@ -27,9 +31,13 @@ func (e *CorruptError) Error() string {
 	if e.Err != nil {
 		reason += ": " + e.Err.Error()
 	}
+	how := e.ResetHow
+	if how == "" {
+		how = "--reset-state (ResetCorruptState in the Go packages)"
+	}
 	return fmt.Sprintf("state file %s is corrupt (%s); it was left untouched. "+
-		"Restore it from a backup, or start with an empty state: --reset-state (ResetCorruptState in the Go packages) "+
-		"moves it aside to %s.corrupt-<time>, losing what it held, and starts afresh", e.Path, reason, filepath.Base(e.Path))
+		"Restore it from a backup, or start with an empty state: %s "+
+		"moves it aside to %s.corrupt-<time>, losing what it held, and starts afresh", e.Path, reason, how, filepath.Base(e.Path))
 }
 
 // Is makes errors.Is(err, ErrCorrupt) true.

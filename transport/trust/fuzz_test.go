@@ -1,6 +1,9 @@
 package trust
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -77,6 +80,54 @@ func FuzzParseAnswer(f *testing.F) {
 		want, known := words[strings.ToLower(strings.TrimSpace(line))]
 		if ok != known || p != want {
 			t.Fatalf("parseAnswer(%q) = %q, %v; want %q, %v", line, p, ok, want, known)
+		}
+	})
+}
+
+// FuzzOpen opens arbitrary bytes as a trust file: the result is a store
+// or a *CorruptFileError naming the file, never a panic, a crash, a hang
+// or an empty start of a file that held something.
+func FuzzOpen(f *testing.F) {
+	dir := f.TempDir()
+	s, err := Open(filepath.Join(dir, "seed.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, m := range []string{"alpha", "bravo", "charlie"} {
+		if _, err := s.Set(m, Allow); err != nil {
+			f.Fatal(err)
+		}
+	}
+	s.Close()
+	seed, err := os.ReadFile(filepath.Join(dir, "seed.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add(seed[:len(seed)/2])
+	f.Add(seed[:os.Getpagesize()+100])
+	f.Add([]byte{})
+	f.Add([]byte("not a database"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<20 {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "x.db")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path)
+		var ce *CorruptFileError
+		switch {
+		case err == nil:
+			_, _ = s.List() // a damaged record is an error, never a panic
+			s.Close()
+		case errors.As(err, &ce):
+			if ce.Path != path {
+				t.Fatalf("the error names %s, want %s", ce.Path, path)
+			}
+		default:
+			t.Fatalf("open: %v, want nil or a *CorruptFileError", err)
 		}
 	})
 }

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/bbolt"
+
+	"example.com/pifleet/internal/boltfile"
 )
 
 // DefaultBucket is the bbolt bucket Open keeps decisions in.
@@ -62,6 +63,17 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // Unwrap returns the decoding error.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// CorruptFileError reports a trust file that exists but cannot be
+// trusted: empty, truncated or damaged. It names the file and what to do
+// (restore it, or start afresh with WithResetCorrupt) and matches
+// ErrCorruptFile. Open never starts empty on such a file: every decision
+// would be forgotten, and a machine denied before would be asked about
+// again.
+type CorruptFileError = boltfile.CorruptError
+
+// ErrCorruptFile is matched (errors.Is) by every *CorruptFileError.
+var ErrCorruptFile = boltfile.ErrCorrupt
+
 // Store keeps the server's per-machine trust decisions in bbolt and makes
 // first-contact decisions (see Decide). Every change is one bbolt
 // transaction, committed with fsync before the call returns: a decision
@@ -78,6 +90,10 @@ type Store struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // machine → first-contact question in progress
+
+	// reset, set by WithResetCorrupt, makes Open move a corrupt file
+	// aside (nil: Open refuses it).
+	reset func(movedTo string, cause error)
 }
 
 // Option configures a Store.
@@ -94,16 +110,40 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // WithLogger sets the logger (default zerolog.Nop()).
 func WithLogger(l zerolog.Logger) Option { return func(s *Store) { s.log = l } }
 
-// Open opens (creating if needed) a store in its own bbolt file at path,
-// creating the directory too. Only one process may hold the file; Open
-// fails after a second if another does.
-func Open(path string, opts ...Option) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("trust: %w", err)
+// WithResetCorrupt makes Open move a corrupt trust file aside (to
+// <name>.corrupt-<time>, next to it) and start with an empty one instead
+// of failing with a *CorruptFileError; onReset (if not nil) hears where
+// the old file went and why. Every decision the file held is forgotten:
+// each machine is a first contact again. New ignores it.
+func WithResetCorrupt(onReset func(movedTo string, cause error)) Option {
+	return func(s *Store) {
+		s.reset = onReset
+		if s.reset == nil {
+			s.reset = func(string, error) {}
+		}
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+}
+
+// Open opens (creating if needed) a store in its own bbolt file at path,
+// creating the directory too (mode 0700). Only one process may hold the
+// file; Open fails after a second if another does.
+//
+// A file that exists is checked before it is used: one that is empty,
+// truncated, damaged (bbolt's consistency check fails) or lacks the
+// decisions' bucket is a *CorruptFileError naming it, left untouched,
+// unless WithResetCorrupt is given. A new file is written complete under
+// a temporary name and then linked into place, so that a crash while it
+// is made leaves no empty file behind.
+func Open(path string, opts ...Option) (*Store, error) {
+	var o Store
+	for _, opt := range opts {
+		opt(&o)
+	}
+	db, err := boltfile.Open(boltfile.Spec{Dir: filepath.Dir(path), File: filepath.Base(path),
+		Buckets: [][]byte{[]byte(DefaultBucket)}, LockTimeout: time.Second, Verify: verifyDecisions,
+		ResetCorrupt: o.reset != nil, OnReset: o.reset, ResetHow: "trust.WithResetCorrupt"})
 	if err != nil {
-		return nil, fmt.Errorf("trust: open %s: %w", path, err)
+		return nil, boltfile.Named("trust", err)
 	}
 	s, err := New(db, DefaultBucket, opts...)
 	if err != nil {
@@ -266,6 +306,20 @@ func (s *Store) put(tx *bbolt.Tx, d Decision) error {
 func (s *Store) stamp() time.Time { return s.now().UTC().Round(0) }
 
 // decodeDecision decodes the record stored under key machine.
+// verifyDecisions reads every decision of a trust file once, at Open: a
+// record that does not decode makes the file corrupt (damage that bbolt's
+// own check does not see, inside a page), refused before any of it is
+// used.
+func verifyDecisions(tx *bbolt.Tx) error {
+	return tx.Bucket([]byte(DefaultBucket)).ForEach(func(k, v []byte) error {
+		if v == nil {
+			return &CorruptError{Machine: string(k), Err: errors.New("a bucket where a decision belongs")}
+		}
+		_, err := decodeDecision(string(k), v)
+		return err
+	})
+}
+
 func decodeDecision(machine string, raw []byte) (Decision, error) {
 	var d Decision
 	if err := json.Unmarshal(raw, &d); err != nil {

@@ -31,9 +31,9 @@ type Record struct {
 	Bucket, Key []byte
 }
 
-// Corruptions returns the damages to try on a state file holding
-// buckets (every bucket the store requires, the meta bucket included)
-// and records.
+// Corruptions returns the damages to try on a state file whose layout
+// stamp is in bucket meta (nil: a file without one), holding buckets
+// (every other bucket the store requires) and records.
 func Corruptions(meta []byte, buckets [][]byte, records ...Record) []Corruption {
 	cs := []Corruption{
 		{"empty file", func(t testing.TB, path string) { truncate(t, path, func(int64, int64) int64 { return 0 }) }},
@@ -100,14 +100,17 @@ func Corruptions(meta []byte, buckets [][]byte, records ...Record) []Corruption 
 			}},
 		)
 	}
-	for _, name := range append([][]byte{meta}, buckets...) {
+	if meta != nil { // nil: a file without a layout stamp
+		buckets = append([][]byte{meta}, buckets...)
+		cs = append(cs, Corruption{"layout stamp missing", func(t testing.TB, path string) {
+			update(t, path, func(tx *bolt.Tx) error { return tx.Bucket(meta).Delete([]byte("layout")) })
+		}})
+	}
+	for _, name := range buckets {
 		cs = append(cs, Corruption{"bucket " + string(name) + " missing", func(t testing.TB, path string) {
 			update(t, path, func(tx *bolt.Tx) error { return tx.DeleteBucket(name) })
 		}})
 	}
-	cs = append(cs, Corruption{"layout stamp missing", func(t testing.TB, path string) {
-		update(t, path, func(tx *bolt.Tx) error { return tx.Bucket(meta).Delete([]byte("layout")) })
-	}})
 	for _, r := range records {
 		cs = append(cs, Corruption{"garbage in record " + string(r.Bucket) + "/" + string(r.Key), func(t testing.TB, path string) {
 			update(t, path, func(tx *bolt.Tx) error { return tx.Bucket(r.Bucket).Put(r.Key, []byte("{\"not json")) })
@@ -134,7 +137,11 @@ func geometry(t testing.TB, path string) geom {
 	}
 	defer db.Close()
 	var g geom
-	err = db.Update(func(tx *bolt.Tx) error { // Page needs the free list, which a writer loads
+	// Page needs the free list, which a writer loads. The writer is
+	// rolled back: a commit would move the free list to another page, and
+	// the page listed here would be free by the time it is damaged.
+	errRollBack := errors.New("rolled back")
+	err = db.Update(func(tx *bolt.Tx) error {
 		g.pageSize, g.used = int64(db.Info().PageSize), tx.Size()
 		for id := 2; ; id++ {
 			p, err := tx.Page(id)
@@ -148,9 +155,9 @@ func geometry(t testing.TB, path string) geom {
 				g.inUse = append(g.inUse, int64(id))
 			}
 		}
-		return nil
+		return errRollBack
 	})
-	if err != nil {
+	if !errors.Is(err, errRollBack) {
 		t.Fatal(err)
 	}
 	if len(g.inUse) == 0 {
