@@ -433,10 +433,8 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		f.fireConnLocked(a, transport.EventConnectionLost, c.Err())
 	}
 	for _, inst := range f.instances {
-		// Only idle and running mean reachable; every other state keeps
-		// its meaning during an outage (InstanceTable).
-		if inst.agent == a.name && inst.m.Can(EventConnectionLost) {
-			f.fireLocked(inst, EventConnectionLost, nil)
+		if inst.agent == a.name {
+			f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
 		}
 	}
 	for id, w := range a.waiters {

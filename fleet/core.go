@@ -67,7 +67,17 @@ const (
 	inSettled      inputKind = "settled"       // frame: agent_settled
 	inAbortTimeout inputKind = "abort_timeout" // timer: the abort's deadline passed
 	inRestore      inputKind = "restore"       // New: the instance as the state file has it (Disposition of its task)
+	inStopped      inputKind = "stopped"       // frame: the answer to a stop (or to task_accept with stop): Forced, SessionPath
+	inStopRefused  inputKind = "stop_refused"  // frame: an error answering a stop: Code
+	inWorkerExited inputKind = "worker_exited" // frame: the agent's notice that the worker ended: Reason, SessionPath
+	inConnLost     inputKind = "connection_lost"
+	// inConnLost: the agent's connection is lost (or, at New, not there
+	// yet); the view says not connected.
 )
+
+// codeUnknownInstance is the agent's answer about an instance it does not
+// know (docs/protocol.md).
+const codeUnknownInstance = "unknown_instance"
 
 func canInstance(s InstanceState, ev InstanceEvent) bool {
 	_, ok := InstanceTable.Next(s, ev)
@@ -87,6 +97,12 @@ type coreInput struct {
 	Text        string
 	Streaming   bool
 	Reason      string
+	// Forced: the agent killed the worker after its grace period.
+	Forced bool
+	// Code is the agent's error code.
+	Code string
+	// SessionPath is the worker's session file, as the frame says.
+	SessionPath string
 }
 
 // effectKind names what the driver does.
@@ -113,6 +129,9 @@ const (
 	fxComplete  effectKind = "complete"  // the prompt in flight settled: release its waiters
 	fxTimer     effectKind = "timer"     // arm the abort's deadline
 	fxRoom      effectKind = "room"      // the agent's send queue has room for a frame (else the plan stops, nothing changed)
+	fxReason    effectKind = "reason"    // note why the instance ended (Reason) in its record
+	fxSession   effectKind = "session"   // note the worker's session file (Text) in the instance's record
+	fxCatchUp   effectKind = "catchup"   // fetch the session file's last entries (written as the worker ended)
 )
 
 // Frames the core asks for (effect.Frame).
@@ -179,8 +198,10 @@ func (e effect) String() string {
 		return fmt.Sprintf("verdict accepted by %s, %s", e.By, e.Disposition)
 	case fxFeedback:
 		return fmt.Sprintf("feedback by %s: %q", e.By, e.Text)
-	case fxGone, fxFailTask:
+	case fxGone, fxFailTask, fxReason:
 		return string(e.Kind) + ": " + e.Reason
+	case fxSession:
+		return "session " + e.Text
 	}
 	return string(e.Kind)
 }
@@ -235,6 +256,30 @@ func (p *plan) detach() {
 	if p.v.TaskID != "" {
 		p.add(effect{Kind: fxDetach})
 		p.v.TaskID, p.v.Task, p.v.Rejects, p.v.FeedbackPending = "", "", 0, false
+	}
+}
+
+// workerGone ends an instance whose worker died by itself: its open task
+// ends (its task_done, if any follows, opens no review of a dead worker),
+// and everybody waiting on it is released.
+func (p *plan) workerGone(reason, sessionPath string) bool {
+	if !canInstance(p.v.Instance, EventWorkerGone) {
+		return false
+	}
+	p.task(TaskEventWorkerGone)
+	p.detach()
+	p.session(sessionPath)
+	p.add(effect{Kind: fxGone, Reason: reason})
+	p.instance(EventWorkerGone)
+	p.persist()
+	return true
+}
+
+// session notes the worker's session file when the frame names one.
+func (p *plan) session(path string) {
+	if path != "" {
+		p.add(effect{Kind: fxSession, Text: path})
+		p.instDirty = true
 	}
 }
 
@@ -453,13 +498,61 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 		p.persist()
 
 	case inWorkerGone:
-		if !canInstance(v.Instance, EventWorkerGone) {
+		if !p.workerGone(in.Reason, in.SessionPath) {
 			return nil, false
 		}
-		p.task(TaskEventWorkerGone) // its task_done, if any follows, opens no review of a dead worker
-		p.detach()
-		p.add(effect{Kind: fxGone, Reason: in.Reason})
-		p.instance(EventWorkerGone)
+
+	case inWorkerExited:
+		if v.Instance == StateStopping {
+			// The exit the server asked for: the stop's answer follows
+			// and ends the instance (forced or not).
+			break
+		}
+		if !p.workerGone(in.Reason, in.SessionPath) {
+			return nil, false
+		}
+
+	case inStopped:
+		if v.Instance != StateStopping {
+			// Stale: the instance ended otherwise meanwhile.
+			return nil, false
+		}
+		p.session(in.SessionPath)
+		p.add(effect{Kind: fxCatchUp})
+		if in.Forced {
+			p.add(effect{Kind: fxReason, Reason: "forced"})
+			p.instance(EventStoppedForced)
+		} else {
+			p.instance(EventStoppedGracefully)
+		}
+		p.persist()
+
+	case inStopRefused:
+		if in.Code == codeUnknownInstance {
+			// The agent no longer knows the worker: it is gone.
+			if !p.workerGone("the agent no longer knows it", "") {
+				return nil, false
+			}
+			break
+		}
+		if v.Instance != StateStopping {
+			return nil, false
+		}
+		// Any other refusal (a delivery that failed before a task_accept
+		// with stop, for example) changes nothing here: the caller gets
+		// the agent's error, and the instance stays stopping, its stop
+		// sent again after the next reconnect.
+
+	case inConnLost:
+		// Only idle and running mean reachable; every other state keeps
+		// its meaning during an outage, and its command is sent again
+		// after the reconnect (InstanceTable). Waiters keep waiting: a
+		// run may end while the agent is away (its task_done is sent
+		// again, its events replayed), and a stop's answer comes after
+		// the reconnect re-sent it.
+		if !p.instance(EventConnectionLost) {
+			return nil, false
+		}
 		p.persist()
 
 	case inSettled:

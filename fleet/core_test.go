@@ -26,7 +26,9 @@ var updateTranscripts = flag.Bool("update-transcripts", false, "rewrite the expe
 //	= instance=running task=t1:running ...       the view once the plan was carried out
 //
 // Each input is followed by its plan (or "refused") and the view after
-// it; the next input starts from that view. go test -run
+// it; the next input starts from that view. connection_lost drops
+// "connected" from the view before the core sees it, and a snapshot (the
+// reconcile after a reconnect) puts it back. go test -run
 // TestCoreTranscripts -update-transcripts rewrites the expected lines.
 func TestCoreTranscripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/core/*.txt")
@@ -75,8 +77,13 @@ func runTranscript(t *testing.T, lines []string) []string {
 			if err != nil {
 				t.Fatalf("line %d: %v", n+1, err)
 			}
-			if in.Kind == inRecorded {
+			switch in.Kind {
+			case inRecorded:
 				in.Review = lastReview && !in.Duplicate
+			case inConnLost:
+				v.Connected = false // as the driver drops the connection first
+			case inSnapshot:
+				v.Connected = true // taken over the new connection
 			}
 			out = append(out, line)
 			plan, ok := decide(v, in)
@@ -187,13 +194,29 @@ func parseInput(s string) (coreInput, error) {
 		in.Disposition, in.Text = transport.Disposition(arg(1)), text
 	case inSnapshot:
 		in.Streaming = arg(0) == "streaming"
-	case inWorkerGone:
+	case inWorkerGone, inWorkerExited:
 		in.Reason = text
-	case inReview, inAbort, inStop, inSettled, inAbortTimeout:
+		in.SessionPath = sessionArg(args)
+	case inStopped:
+		in.Forced = arg(0) == "forced"
+		in.SessionPath = sessionArg(args)
+	case inStopRefused:
+		in.Code = arg(0)
+	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost:
 	default:
 		return in, fmt.Errorf("unknown input %q", kind)
 	}
 	return in, nil
+}
+
+// sessionArg is the value of a "session=PATH" argument, "" when none.
+func sessionArg(args []string) string {
+	for _, a := range args {
+		if p, ok := strings.CutPrefix(a, "session="); ok {
+			return p
+		}
+	}
+	return ""
 }
 
 // TestCoreRefusesWhatTheTablesRefuse: whatever the view, a plan fires
@@ -208,6 +231,8 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 		{Kind: inDecide, Text: "again"}, {Kind: inAbort}, {Kind: inStop}, {Kind: inWorkerGone, Reason: "x"},
 		{Kind: inSnapshot}, {Kind: inSnapshot, Streaming: true}, {Kind: inSettled}, {Kind: inAbortTimeout},
 		{Kind: inRestore, Disposition: transport.DispositionKeepIdle},
+		{Kind: inStopped}, {Kind: inStopped, Forced: true, SessionPath: "/s"}, {Kind: inStopRefused, Code: codeUnknownInstance},
+		{Kind: inStopRefused, Code: "unknown_task"}, {Kind: inWorkerExited, Reason: "x", SessionPath: "/s"}, {Kind: inConnLost},
 	}
 	tasks := append([]TaskState{""}, TaskTable.States()...)
 	for _, is := range InstanceTable.States() {

@@ -153,12 +153,14 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			after = append(after, inst.completeRunLocked(inst.tally.LastAssistantText, nil))
 		case fxTimer:
 			f.armAbortDeadlineLocked(inst)
+		case fxReason:
+			inst.rec.EndReason = e.Reason
+		case fxSession:
+			inst.rec.SessionPath = e.Text
+		case fxCatchUp:
+			f.scheduleCatchUpLocked(inst.agent, 0, inst.id)
 		case fxRecord, fxAck, fxNotify:
 			// Carried out by onTaskDone, around the record.
-		}
-		if e.Kind == fxDetach || e.Kind == fxTask {
-			if t != nil {
-			}
 		}
 	}
 	return w, after, nil

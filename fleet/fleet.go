@@ -247,9 +247,7 @@ func (f *Fleet) restore() error {
 		}
 	}
 	for _, inst := range f.instances {
-		if inst.m.Can(EventConnectionLost) {
-			f.fireLocked(inst, EventConnectionLost, nil)
-		}
+		f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
 	}
 	f.mu.Unlock()
 	for name := range f.agents {
@@ -536,10 +534,11 @@ func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*server
 	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
 		f.persistInstanceLocked(inst)
 	}
-	// idle and running always mean reachable.
-	if (to == StateIdle || to == StateRunning) && ev != EventConnectionLost {
+	// idle and running always mean reachable (unreachable needs no
+	// write: a restart restores both as unreachable).
+	if to == StateIdle || to == StateRunning {
 		if a := f.agents[inst.agent]; a == nil || a.conn == nil {
-			f.fireLockedNoCheck(inst, EventConnectionLost)
+			f.transitionLocked(inst, EventConnectionLost)
 		}
 	}
 	if InstanceTable.IsFinal(to) {
@@ -584,21 +583,6 @@ func (f *Fleet) transitionLocked(inst *instance, ev InstanceEvent) bool {
 // unreachable (InstanceTable: idle and running mean reachable).
 func reachabilityState(s InstanceState) bool {
 	return s == StateIdle || s == StateRunning || s == StateUnreachable
-}
-
-// fireLockedNoCheck is fireLocked without the reachability rule (which
-// would recurse).
-func (f *Fleet) fireLockedNoCheck(inst *instance, ev InstanceEvent) {
-	from := inst.m.State()
-	if inst.m.Fire(ev) != nil {
-		return
-	}
-	inst.rec.State = string(inst.m.State())
-	if !reachabilityState(from) {
-		f.persistInstanceLocked(inst)
-	}
-	f.publishLocked(Change{Kind: ChangeInstanceState, Agent: inst.agent, InstanceID: inst.id, Event: string(ev),
-		From: string(from), To: inst.rec.State})
 }
 
 func (f *Fleet) persistInstanceLocked(inst *instance) {

@@ -767,26 +767,20 @@ func (f *Fleet) sendStopLocked(inst *instance, a *agentState, c *transport.Conn)
 }
 
 // stopAnswer handles the answer to a stop (or to a task_accept with
-// disposition stop): stopped {forced} ends the instance, an
-// unknown_instance error says the worker is already gone.
+// disposition stop): the core decides what it does to the instance.
 func (f *Fleet) stopAnswer(inst *instance) func(transport.Frame) {
 	return func(ans transport.Frame) {
+		var in coreInput
 		switch ans := ans.(type) {
 		case *transport.StoppedFrame:
-			if ans.SessionPath != "" {
-				inst.rec.SessionPath = ans.SessionPath
-			}
-			// The worker's last entries, written as it stopped.
-			f.scheduleCatchUpLocked(inst.agent, 0, inst.id)
-			if ans.Forced {
-				f.fireLocked(inst, EventStoppedForced, func(r *serverstore.Instance) { r.EndReason = "forced" })
-			} else {
-				f.fireLocked(inst, EventStoppedGracefully, nil)
-			}
+			in = coreInput{Kind: inStopped, Forced: ans.Forced, SessionPath: ans.SessionPath}
 		case *transport.ErrorFrame:
-			if ans.Code == "unknown_instance" {
-				f.workerGoneLocked(inst, "the agent no longer knows it")
-			}
+			in = coreInput{Kind: inStopRefused, Code: ans.Code}
+		default:
+			return
+		}
+		if _, _, _, err := f.stepLocked(f.driveLocked(inst), in); err != nil {
+			f.log.Error().Err(err).Str("instance", inst.id).Msg("stop answer")
 		}
 	}
 }
@@ -796,7 +790,7 @@ func (f *Fleet) awaitEnd(ctx context.Context, inst *instance, w *waiter) error {
 	if err != nil {
 		return err
 	}
-	if e, ok := ans.(*transport.ErrorFrame); ok && e.Code != "unknown_instance" {
+	if e, ok := ans.(*transport.ErrorFrame); ok && e.Code != codeUnknownInstance {
 		return fmt.Errorf("fleet: stop %s: agent answered %s: %s", inst.id, e.Code, e.Message)
 	}
 	return nil

@@ -60,14 +60,11 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 			live = append(live, inst)
 			continue
 		}
-		reason := "not listed by the agent after a reconnect"
+		gone := coreInput{Kind: inWorkerGone, Reason: "not listed by the agent after a reconnect"}
 		if ok {
-			reason = "agent reports it " + string(info.State)
-			if info.SessionPath != "" {
-				inst.rec.SessionPath = info.SessionPath
-			}
+			gone.Reason, gone.SessionPath = "agent reports it "+string(info.State), info.SessionPath
 		}
-		f.workerGoneLocked(inst, reason)
+		f.stepInstanceLocked(inst, gone)
 	}
 	pifleet := a.pifleet
 	f.mu.Unlock()
@@ -129,14 +126,13 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 	}
 }
 
-// workerGoneLocked ends an instance whose worker died by itself: its open
-// task ends aborted (its task_done, which follows, opens no review of a
-// dead worker) and everybody waiting on it gets a *WorkerGoneError.
-// Nothing happens to an instance that already ended.
-func (f *Fleet) workerGoneLocked(inst *instance, reason string) bool {
-	_, _, ok, err := f.stepLocked(f.driveLocked(inst), coreInput{Kind: inWorkerGone, Reason: reason})
+// stepInstanceLocked decides in for inst, over its agent's current
+// connection, and carries the plan out; an input the instance's state
+// refuses (stale) changes nothing. It reports whether the core took it.
+func (f *Fleet) stepInstanceLocked(inst *instance, in coreInput) bool {
+	_, _, ok, err := f.stepLocked(f.driveLocked(inst), in)
 	if err != nil {
-		f.log.Error().Err(err).Str("instance", inst.id).Msg("worker gone")
+		f.log.Error().Err(err).Str("instance", inst.id).Str("input", string(in.Kind)).Msg("instance step")
 	}
 	return ok
 }
@@ -151,17 +147,11 @@ func (f *Fleet) driveLocked(inst *instance) *drive {
 	return d
 }
 
-// onWorkerExitedLocked handles an agent's exit notice. An exit the server
-// asked for (stopping) is ended by the stop's answer, which follows.
+// onWorkerExitedLocked handles an agent's exit notice.
 func (f *Fleet) onWorkerExitedLocked(a *agentState, fr *transport.WorkerExitedFrame) {
-	inst := f.instances[fr.InstanceID]
-	if inst == nil || inst.agent != a.name || InstanceTable.IsFinal(inst.m.State()) || inst.m.State() == StateStopping {
-		return
+	if inst := f.instances[fr.InstanceID]; inst != nil && inst.agent == a.name {
+		f.stepInstanceLocked(inst, coreInput{Kind: inWorkerExited, Reason: exitReason(fr), SessionPath: fr.SessionPath})
 	}
-	if fr.SessionPath != "" {
-		inst.rec.SessionPath = fr.SessionPath
-	}
-	f.workerGoneLocked(inst, exitReason(fr))
 }
 
 // exitReason says in words how a worker ended.
