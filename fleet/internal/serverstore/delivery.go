@@ -136,66 +136,103 @@ type Receipt struct {
 // agent. For a new report (Duplicate false) notify the application, then
 // call MarkNotified. A duplicate is acked and nothing else.
 func (s *Store) RecordTaskDone(td TaskDone, onFirst func(*Tx) error) (Receipt, error) {
-	key := td.Key()
-	if err := key.check(); err != nil {
+	if err := checkTaskDone(td); err != nil {
 		return Receipt{}, err
 	}
-	if td.Status == "" {
-		return Receipt{}, &InvalidError{Field: "status", Reason: "empty"}
-	}
-	ek := key.encode()
 	// Most duplicates are found by a read, which costs no fsync.
 	var rc Receipt
 	err := s.db.View(func(tx *bolt.Tx) error {
 		var err error
-		rc, err = lookupReceipt(tx, key, ek)
+		rc, err = lookupReceipt(tx, td.Key(), td.Key().encode())
 		return err
 	})
 	if err != nil || rc.Duplicate {
 		return rc, err
 	}
-	err = s.Update(func(t *Tx) error {
-		rc, err = lookupReceipt(t.tx, key, ek) // a concurrent call may have recorded it
-		if err != nil || rc.Duplicate {
-			return err
-		}
-		deliveries := t.tx.Bucket(bucketDeliveries)
-		order, err := deliveries.NextSequence()
-		if err != nil {
-			return err
-		}
-		done := td
-		d := Delivery{Key: key, Order: order, ReceivedAt: s.stamp(), TaskDone: &done}
-		if err := putDelivery(t.tx, ek, d); err != nil {
-			return err
-		}
-		if err := t.tx.Bucket(bucketPendingIdx).Put(orderKey(order), ek); err != nil {
-			return err
-		}
-		task, ok, err := getRecord(t.tx, bucketTasks, td.TaskID, taskKey)
-		if err != nil {
-			return err
-		}
-		if ok && task.InstanceID == td.InstanceID {
-			task.LastDone = &done
-			task.UpdatedAt = d.ReceivedAt
-			if err := putRecord(t.tx, bucketTasks, task.TaskID, task); err != nil {
-				return err
-			}
-		}
-		if onFirst != nil {
-			if err := onFirst(t); err != nil {
-				return err
-			}
-		}
-		rc = Receipt{Key: key, Order: order}
-		return nil
-	})
-	if err != nil {
-		return Receipt{}, fmt.Errorf("serverstore: record task_done %s: %w", key, err)
+	rcp, p := s.QueueTaskDone(td, onFirst, nil)
+	if err := p.Wait(); err != nil {
+		return Receipt{}, err
 	}
-	s.log.Debug().Str("key", key.String()).Uint64("order", rc.Order).Msg("task_done recorded")
-	return rc, nil
+	return *rcp, nil
+}
+
+// QueueTaskDone is RecordTaskDone queued (see Queue), without the read
+// that finds most duplicates first: the receipt it returns is filled in
+// once the Pending is done without error.
+func (s *Store) QueueTaskDone(td TaskDone, onFirst func(*Tx) error, then func(error)) (*Receipt, *Pending) {
+	rc := new(Receipt)
+	if err := checkTaskDone(td); err != nil {
+		p := &Pending{s: s, then: then, done: make(chan struct{})}
+		p.finish(err)
+		return rc, p
+	}
+	key := td.Key()
+	p := s.Queue(func(t *Tx) error {
+		var err error
+		*rc, err = t.recordTaskDone(td, onFirst)
+		if err != nil {
+			return fmt.Errorf("serverstore: record task_done %s: %w", key, err)
+		}
+		return nil
+	}, func(err error) {
+		if err == nil {
+			s.log.Debug().Str("key", key.String()).Uint64("order", rc.Order).Bool("duplicate", rc.Duplicate).Msg("task_done recorded")
+		}
+		if then != nil {
+			then(err)
+		}
+	})
+	return rc, p
+}
+
+func checkTaskDone(td TaskDone) error {
+	if err := td.Key().check(); err != nil {
+		return err
+	}
+	if td.Status == "" {
+		return &InvalidError{Field: "status", Reason: "empty"}
+	}
+	return nil
+}
+
+// recordTaskDone is RecordTaskDone's transaction.
+func (t *Tx) recordTaskDone(td TaskDone, onFirst func(*Tx) error) (Receipt, error) {
+	key := td.Key()
+	ek := key.encode()
+	rc, err := lookupReceipt(t.tx, key, ek)
+	if err != nil || rc.Duplicate {
+		return rc, err
+	}
+	deliveries := t.tx.Bucket(bucketDeliveries)
+	order, err := deliveries.NextSequence()
+	if err != nil {
+		return Receipt{}, err
+	}
+	done := td
+	d := Delivery{Key: key, Order: order, ReceivedAt: t.s.stamp(), TaskDone: &done}
+	if err := putDelivery(t.tx, ek, d); err != nil {
+		return Receipt{}, err
+	}
+	if err := t.tx.Bucket(bucketPendingIdx).Put(orderKey(order), ek); err != nil {
+		return Receipt{}, err
+	}
+	task, ok, err := getRecord(t.tx, bucketTasks, td.TaskID, taskKey)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if ok && task.InstanceID == td.InstanceID {
+		task.LastDone = &done
+		task.UpdatedAt = d.ReceivedAt
+		if err := putRecord(t.tx, bucketTasks, task.TaskID, task); err != nil {
+			return Receipt{}, err
+		}
+	}
+	if onFirst != nil {
+		if err := onFirst(t); err != nil {
+			return Receipt{}, err
+		}
+	}
+	return Receipt{Key: key, Order: order}, nil
 }
 
 func lookupReceipt(tx *bolt.Tx, key DedupeKey, ek []byte) (Receipt, error) {
@@ -217,7 +254,8 @@ func (s *Store) MarkNotified(key DedupeKey) error {
 		return err
 	}
 	ek := key.encode()
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.Update(func(t *Tx) error {
+		tx := t.tx
 		d, ok, err := getDelivery(tx, ek)
 		switch {
 		case err != nil:
@@ -308,8 +346,8 @@ func (s *Store) DeliveryCounts() (pending, notified int, err error) {
 // many. MarkNotified and Open prune too; call it when the server stays up
 // long without notifying anything.
 func (s *Store) Prune() (removed int, err error) {
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		removed, err = s.prune(tx, s.stamp())
+	err = s.Update(func(tx *Tx) error {
+		removed, err = s.prune(tx.tx, s.stamp())
 		return err
 	})
 	if removed > 0 {

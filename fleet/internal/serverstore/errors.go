@@ -17,6 +17,8 @@ var (
 	ErrInvalid = errors.New("serverstore: invalid input")
 	// ErrCorrupt is matched by every *CorruptError.
 	ErrCorrupt = errors.New("serverstore: corrupt record")
+	// ErrClosed reports a change made after Close.
+	ErrClosed = errors.New("serverstore: closed")
 )
 
 // InvalidError reports input the store refuses, naming the field and why.

@@ -517,3 +517,41 @@ func viewOne[T any](s *Store, get func(*Tx) (T, bool, error), what, id string) (
 	}
 	return rec, err
 }
+
+// ---- copies ----
+
+// Clone returns a copy of task that shares no memory with it, for a
+// change queued while the original may still change.
+func (task Task) Clone() Task {
+	task.Feedback = append([]Feedback(nil), task.Feedback...)
+	if task.LastDone != nil {
+		done := task.LastDone.Clone()
+		task.LastDone = &done
+	}
+	task.Delivery = ptrCopy(task.Delivery)
+	return task
+}
+
+// Clone returns a copy of td that shares no memory with it.
+func (td TaskDone) Clone() TaskDone {
+	if s := td.Stats; s != nil {
+		td.Stats = &TaskStats{Turns: ptrCopy(s.Turns), ToolCalls: ptrCopy(s.ToolCalls), FilesChanged: ptrCopy(s.FilesChanged), Cost: ptrCopy(s.Cost)}
+	}
+	td.Worktree = ptrCopy(td.Worktree)
+	return td
+}
+
+// Clone returns a copy of in that shares no memory with it.
+func (in Instance) Clone() Instance {
+	in.Model = ptrCopy(in.Model)
+	in.Worktree = ptrCopy(in.Worktree)
+	return in
+}
+
+func ptrCopy[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}

@@ -62,6 +62,8 @@ type Store struct {
 	now       func() time.Time
 	log       zerolog.Logger
 	retention Retention
+	w         *writer
+	waitCheck func()
 }
 
 // Retention bounds the task_done dedupe keys kept after notification: a
@@ -79,6 +81,7 @@ type options struct {
 	lockTimeout time.Duration
 	reset       func(movedTo string, cause error)
 	retention   Retention
+	waitCheck   func()
 }
 
 // Option configures Open.
@@ -113,6 +116,12 @@ func WithResetCorrupt(onReset func(movedTo string, cause error)) Option {
 // less.
 func WithRetention(r Retention) Option { return func(o *options) { o.retention = r } }
 
+// WithWaitCheck sets a function called before every wait for a commit
+// (Pending.Wait, and so every method that changes the store), on the
+// waiting goroutine: a caller's check that it holds no lock others need
+// while it waits for the disk.
+func WithWaitCheck(check func()) Option { return func(o *options) { o.waitCheck = check } }
+
 // Open opens (creating if needed) the state file FileName in dir, creating
 // dir with mode 0700 if it is missing, and prunes dedupe keys past their
 // retention. Only one process may have the file open: a second Open fails
@@ -139,9 +148,10 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		return nil, boltfile.Named("serverstore", err)
 	}
 	path := filepath.Join(dir, FileName)
-	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention}
+	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention, waitCheck: o.waitCheck}
+	s.startWriter()
 	if _, err := s.Prune(); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(err, s.Close())
 	}
 	return s, nil
 }
@@ -154,8 +164,12 @@ func (s *Store) Path() string { return s.path }
 // touch this package's buckets, and must not close it.
 func (s *Store) DB() *bolt.DB { return s.db }
 
-// Close closes the state file. Every committed change is already on disk.
-func (s *Store) Close() error { return s.db.Close() }
+// Close commits the changes still queued and closes the state file;
+// changes queued later fail with ErrClosed.
+func (s *Store) Close() error {
+	s.stopWriter()
+	return s.db.Close()
+}
 
 // stamp returns the current time as stored: UTC, without the monotonic
 // reading.
@@ -170,11 +184,13 @@ type Tx struct {
 	tx *bolt.Tx
 }
 
-// Update runs fn in one read-write transaction: every change fn makes is
-// committed together when it returns nil, and none when it returns an
-// error (which Update returns).
+// Update runs fn in one read-write transaction, after every change queued
+// before it (see Queue), and returns once it is committed: every change fn
+// makes is committed together when it returns nil, and none when it
+// returns an error (which Update returns). fn may run more than once, as
+// for Queue.
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{s: s, tx: tx}) })
+	return s.Queue(fn, nil).Wait()
 }
 
 // View runs fn in one read-only transaction, which sees one consistent
