@@ -11,6 +11,28 @@ import (
 
 // The driver of the decision core (core.go): it builds the core's view of
 // an instance from the fleet's records and carries out the core's plans.
+//
+// Nothing durable is written under f.mu. A plan's persist queues its
+// records (copies) on the state store's write queue (serverstore.Queue),
+// which commits them on its own goroutine in the order they were queued,
+// several in one transaction: the order of the writes is the order of the
+// decisions, made under f.mu. What a write licenses waits for it outside
+// f.mu:
+//
+//   - a send the plan puts after a persist (Submit's prompt after the
+//     task's record, a rejection's frame after the rejection): the plan
+//     stops there (drive.rest), the caller releases f.mu, waits for the
+//     write and carries the rest out under f.mu again (Fleet.finishStep),
+//     unless the instance moved meanwhile (instance.gen);
+//   - the answer to the caller: an SDK call waits for its plan's writes
+//     (drive.writes) or the instance's latest (instance.written) after
+//     releasing f.mu, and returns a write's error;
+//   - the task_done_ack: onTaskDone queues the record and acks once it is
+//     committed.
+//
+// Writes nobody waits for (state changes from frames) are logged when
+// they fail. In the package's tests a wait for the disk while holding
+// f.mu panics (lockcheck.go).
 
 // viewLocked is the core's view of inst. f.mu must be held.
 func (f *Fleet) viewLocked(inst *instance) coreView {
@@ -38,12 +60,22 @@ type drive struct {
 	newTask *task
 	prompt  string
 	opts    PromptOptions
-	// run is the Run a prompt started; persisted says a write of the new
-	// task reached the disk (Submit undoes it when the send fails).
+	// run is the Run a prompt started; taskWrite is the write of the new
+	// task (Submit undoes it when the send fails).
 	run       *Run
-	persisted bool
+	taskWrite *serverstore.Pending
 	// td is the task_done a recorded input is about.
 	td *serverstore.TaskDone
+	// writes are the plan's queued writes, for the caller to wait for
+	// outside f.mu.
+	writes []*serverstore.Pending
+	// resumable: the caller carries on a plan stopped before a send that
+	// must follow a write (finishStep); rest is that part of the plan,
+	// task its task, and gen the instance's gen when it stopped.
+	resumable bool
+	rest      []effect
+	task      *task
+	gen       uint64
 }
 
 // stepLocked decides in and carries the plan out. ok is false when the
@@ -64,8 +96,11 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 	inst := d.inst
 	// A plan is about the instance's open task, before and after it is
 	// detached.
-	t := f.tasks[inst.openTask]
-	for _, e := range plan {
+	t := d.task
+	if t == nil {
+		t = f.tasks[inst.openTask]
+	}
+	for i, e := range plan {
 		switch e.Kind {
 		case fxInstance:
 			f.transitionLocked(inst, e.Event)
@@ -77,8 +112,10 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			t = d.newTask
 			f.tasks[e.TaskID] = t
 			inst.openTask = e.TaskID
+			inst.gen++
 		case fxDetach:
 			inst.openTask = ""
+			inst.gen++
 		case fxSend:
 			w2, err := f.sendLocked(d, t, e)
 			if errors.Is(err, errFeedbackDeferred) {
@@ -102,11 +139,25 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			if e.Task {
 				pt = t
 			}
-			if err := f.persistLocked(pt, inst, e.Instance); err != nil {
-				return w, after, err
+			p := f.persistLocked(pt, inst, e.Instance)
+			if p == nil {
+				break
 			}
+			d.writes = append(d.writes, p)
 			if pt != nil && pt == d.newTask {
-				d.persisted = true
+				d.taskWrite = p
+			}
+			if !sendFollows(plan[i+1:]) {
+				break
+			}
+			if d.resumable {
+				d.rest, d.task, d.gen = plan[i+1:], t, inst.gen
+				return w, after, nil
+			}
+			// A caller that cannot wait outside f.mu (none should ask
+			// for this; the lock check of the tests catches it).
+			if err := f.waitWritten(p); err != nil {
+				return w, after, err
 			}
 		case fxDone:
 			if dt := f.tasks[e.TaskID]; dt != nil && d.td != nil {
@@ -164,6 +215,76 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 		}
 	}
 	return w, after, nil
+}
+
+// sendFollows reports whether rest queues a frame, which must then wait
+// for the write before it.
+func sendFollows(rest []effect) bool {
+	for _, e := range rest {
+		if e.Kind == fxSend {
+			return true
+		}
+	}
+	return false
+}
+
+// errInstanceMoved: the instance changed while its plan waited for a
+// write outside f.mu; the rest of the plan was not carried out.
+var errInstanceMoved = errors.New("fleet: the instance changed meanwhile")
+
+// finishStep carries a step out once f.mu is released: it waits for the
+// plan's writes and, when the plan stopped before a send that must follow
+// them, carries the rest out under f.mu again, unless the instance moved
+// meanwhile (errInstanceMoved). It returns the first write's error, and
+// the stop waiter and after-functions of the rest, if any. f.mu must not
+// be held.
+func (f *Fleet) finishStep(d *drive) (w *waiter, after []func(), err error) {
+	for {
+		writes := d.writes
+		d.writes = nil
+		for _, p := range writes {
+			if werr := f.waitWritten(p); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		if err != nil || d.rest == nil {
+			return w, after, err
+		}
+		rest := d.rest
+		d.rest = nil
+		f.mu.Lock()
+		if d.inst.gen != d.gen {
+			f.mu.Unlock()
+			return w, after, errInstanceMoved
+		}
+		w2, after2, aerr := f.applyLocked(d, rest)
+		f.mu.Unlock()
+		if w2 != nil {
+			w = w2
+		}
+		after = append(after, after2...)
+		if aerr != nil {
+			err = aerr
+		}
+	}
+}
+
+// waitWritten waits for a queued write (f.mu must not be held).
+func (f *Fleet) waitWritten(p *serverstore.Pending) error {
+	if p == nil {
+		return nil
+	}
+	return p.Wait()
+}
+
+// queueLocked queues a write on the state store; then (not nil) hears a
+// failure. f.mu is held: the queue's order is the order of the decisions.
+func (f *Fleet) queueLocked(fn func(*serverstore.Tx) error, onErr func(error)) *serverstore.Pending {
+	return f.store.Queue(fn, func(err error) {
+		if err != nil && onErr != nil {
+			onErr(err)
+		}
+	})
 }
 
 // errFeedbackDeferred: a recorded rejection's frame could not be queued;
@@ -225,41 +346,43 @@ func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 	return nil, fmt.Errorf("fleet: core asked for an unknown frame %q", e.Frame)
 }
 
-// persistLocked writes t (when not nil) and, when withInstance, inst's
-// record in one transaction: a verdict or a review step is never stored
-// half.
-func (f *Fleet) persistLocked(t *task, inst *instance, withInstance bool) error {
-	withInstance = withInstance && inst.id != "" // spawn states are not persisted
+// persistLocked queues the write of t (when not nil) and, when
+// withInstance, inst's record in one transaction: a verdict or a review
+// step is never stored half. It writes copies of the records as they are
+// now, and returns the write (nil when there is nothing to write).
+func (f *Fleet) persistLocked(t *task, inst *instance, withInstance bool) *serverstore.Pending {
+	withInstance = withInstance && inst != nil && inst.id != "" // spawn states are not persisted
 	if t == nil && !withInstance {
 		return nil
 	}
-	var st serverstore.Task
-	var si serverstore.Instance
-	err := f.store.Update(func(tx *serverstore.Tx) error {
-		var err error
+	var tr serverstore.Task
+	var ir serverstore.Instance
+	what, id := "", ""
+	if withInstance {
+		ir = inst.rec.Clone()
+		what, id = "instance", inst.id
+	}
+	if t != nil {
+		tr = t.rec.Clone()
+		what, id = "task", t.rec.TaskID
+	}
+	p := f.queueLocked(func(tx *serverstore.Tx) error {
 		if t != nil {
-			if st, err = tx.PutTask(t.rec); err != nil {
-				return err
+			if _, err := tx.PutTask(tr); err != nil {
+				return fmt.Errorf("fleet: store %s %s: %w", what, id, err)
 			}
 		}
 		if withInstance {
-			si, err = tx.PutInstance(inst.rec)
+			if _, err := tx.PutInstance(ir); err != nil {
+				return fmt.Errorf("fleet: store %s %s: %w", what, id, err)
+			}
 		}
-		return err
+		return nil
+	}, func(err error) {
+		f.log.Error().Err(err).Str(what, id).Msg("persist")
 	})
-	if err != nil {
-		what := "instance " + inst.id
-		if t != nil {
-			what = "task " + t.rec.TaskID
-		}
-		f.log.Error().Err(err).Str("instance", inst.id).Msg("persist")
-		return fmt.Errorf("fleet: store %s: %w", what, err)
-	}
-	if t != nil {
-		t.rec = st
-	}
 	if withInstance {
-		inst.rec = si
+		inst.written = p
 	}
-	return nil
+	return p
 }

@@ -74,7 +74,7 @@ type Fleet struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	mu        sync.Mutex
+	mu        fleetMutex
 	state     lifecycle
 	agents    map[string]*agentState
 	instances map[string]*instance
@@ -131,7 +131,13 @@ func New(opts ...Option) (*Fleet, error) {
 	if cfg.Conn.Heartbeats == nil {
 		cfg.Conn.Heartbeats = transport.NewHeartbeats() // one goroutine beats every agent
 	}
-	stopts := []serverstore.Option{serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger)}
+	var mu *fleetMutex // the new fleet's, once it exists
+	stopts := []serverstore.Option{serverstore.WithClock(cfg.Now), serverstore.WithLogger(cfg.Logger),
+		serverstore.WithWaitCheck(func() {
+			if mu != nil {
+				mu.mustNotHold()
+			}
+		})}
 	if cfg.ResetCorruptState {
 		stopts = append(stopts, serverstore.WithResetCorrupt(func(movedTo string, cause error) {
 			cfg.Logger.Warn().Str("movedTo", movedTo).AnErr("cause", cause).Msg("corrupt state file moved aside; starting with an empty state")
@@ -174,6 +180,7 @@ func New(opts ...Option) (*Fleet, error) {
 		subs:          newSubscribers(cfg.Now),
 		notify:        newNotifyQueue(),
 	}
+	mu = &f.mu
 	if cfg.RegistryRoot != "" {
 		f.reg = registry.NewServer(cfg.RegistryRoot, registry.WithLogger(cfg.Logger))
 	}
@@ -562,6 +569,7 @@ func (f *Fleet) transitionLocked(inst *instance, ev InstanceEvent) bool {
 	}
 	to := inst.m.State()
 	inst.rec.State = string(to)
+	inst.gen++
 	msg := "instance transition"
 	switch {
 	case ev == EventSpawned:
@@ -585,25 +593,18 @@ func reachabilityState(s InstanceState) bool {
 	return s == StateIdle || s == StateRunning || s == StateUnreachable
 }
 
+// persistInstanceLocked queues the write of inst's record (drive.go: it
+// is committed outside f.mu, in the order queued); a failure is logged.
 func (f *Fleet) persistInstanceLocked(inst *instance) {
 	if inst.id == "" {
 		return // not spawned yet: spawn states are not persisted
 	}
-	stored, err := f.store.PutInstance(inst.rec)
-	if err != nil {
-		f.log.Error().Err(err).Str("instance", inst.id).Msg("persist instance")
-		return
-	}
-	inst.rec = stored
+	f.persistLocked(nil, inst, true)
 }
 
-func (f *Fleet) persistTaskLocked(t *task) {
-	stored, err := f.store.PutTask(t.rec)
-	if err != nil {
-		f.log.Error().Err(err).Str("task", t.rec.TaskID).Msg("persist task")
-		return
-	}
-	t.rec = stored
+// persistTaskLocked queues the write of t's record; a failure is logged.
+func (f *Fleet) persistTaskLocked(t *task) *serverstore.Pending {
+	return f.persistLocked(t, nil, false)
 }
 
 // fireTaskLocked fires ev on the task's machine and publishes the

@@ -232,11 +232,12 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		td.Worktree = &serverstore.DiffStat{Branch: w.Branch, Base: w.Base, Files: int(w.Files), Insertions: int(w.Insertions), Deletions: int(w.Deletions)}
 	}
 	// Decide under the lock, record without it: the record's fsync must
-	// not hold up every other agent and SDK call. Frames of one agent are
-	// handled in order on its goroutine, and every other change of the
-	// task's or instance's state is stored when it is made, so the record
-	// checks the stored states and moves them only if nothing moved them
-	// meanwhile; the memory follows that outcome under the lock again.
+	// not hold up every other agent and SDK call. The record is queued
+	// under the lock, after every change of the task's or instance's
+	// state decided before it, and checks the stored states and moves
+	// them only if nothing moved them: a change decided after it (queued
+	// after it) lands after it. The memory follows that outcome under the
+	// lock again.
 	f.mu.Lock()
 	inst := f.instances[fr.InstanceID]
 	if inst != nil && inst.agent != a.name {
@@ -250,7 +251,7 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		plan, _ := decide(f.viewLocked(inst), coreInput{Kind: inTaskDone, TaskID: fr.TaskID})
 		review = len(plan) == 1 && plan[0].Kind == fxRecord && plan[0].Review
 		if review {
-			fallback = t.rec
+			fallback = t.rec.Clone()
 			taskNext, _ = TaskTable.Next(t.m.State(), TaskEventDone)
 		}
 	}
@@ -258,10 +259,9 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	if inst != nil && inst.rec.Worktree != nil && fr.Worktree != nil && inst.rec.Worktree.Branch != fr.Worktree.Branch {
 		branch = fr.Worktree.Branch // the worktree's branch is named after its first task
 	}
-	f.mu.Unlock()
-
 	moved := false // the record moved the task and the instance to awaiting_review
-	rc, err := f.store.RecordTaskDone(td, func(tx *serverstore.Tx) error {
+	rcp, recorded := f.store.QueueTaskDone(td.Clone(), func(tx *serverstore.Tx) error {
+		moved = false // (the function may run again, alone)
 		if inst == nil || (!review && branch == "") {
 			return nil
 		}
@@ -302,18 +302,22 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 			_, err = tx.PutInstance(ir)
 		}
 		return err
-	})
-	if err != nil {
+	}, nil)
+	f.mu.Unlock()
+	if err := recorded.Wait(); err != nil {
 		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done not recorded; not acked (the agent re-sends)")
 		return
 	}
+	rc := *rcp
 	f.mu.Lock()
 	if branch != "" && inst.rec.Worktree != nil {
 		inst.rec.Worktree.Branch = branch
 	}
 	var after []func()
+	var d *drive
 	if inst != nil {
-		d := &drive{inst: inst, a: a, c: c, td: &td}
+		d = &drive{inst: inst, a: a, c: c, td: &td}
+		var err error
 		_, after, _, err = f.stepLocked(d, coreInput{Kind: inRecorded, TaskID: fr.TaskID, Duplicate: rc.Duplicate, Review: moved})
 		if err != nil {
 			f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; instance state not stored")
@@ -325,6 +329,12 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		t.markDoneLocked()
 	}
 	f.mu.Unlock()
+	if d != nil {
+		// What the record's outcome wrote is durable before the ack too.
+		if _, _, err := f.finishStep(d); err != nil {
+			f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; instance state not stored")
+		}
+	}
 	for _, fn := range after {
 		fn()
 	}

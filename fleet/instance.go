@@ -60,6 +60,13 @@ type instance struct {
 	// replayIncomplete: the last reconnect's events replay did not cover
 	// every event since the open task's prompt (coreView.ReplayIncomplete).
 	replayIncomplete bool
+	// gen counts the instance's transitions and changes of its open task:
+	// a plan that waited for a write outside f.mu goes on only if gen did
+	// not move meanwhile (drive.go).
+	gen uint64
+	// written is the latest queued write of the instance's record: a call
+	// that answers its caller waits for it (outside f.mu) first.
+	written *serverstore.Pending
 }
 
 func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.Machine[InstanceState, InstanceEvent]) *instance {
@@ -432,11 +439,18 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		f.mu.Unlock()
 		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
 	}
+	written := inst.written
 	f.mu.Unlock()
 	if spawnErr != nil {
 		return nil, spawnErr
 	}
 	h := &Instance{f: f, id: inst.id}
+	// The new instance's record is durable before Spawn answers (it was
+	// queued under the lock, and committed outside it).
+	if err := f.waitWritten(written); err != nil {
+		_ = h.Stop(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
+	}
 	if err := f.nameClone(wctx, h); err != nil {
 		// An unnamed clone carries its baseline's name: it must not live.
 		_ = h.Stop(context.WithoutCancel(ctx))
@@ -669,17 +683,24 @@ func (f *Fleet) sendCommand(ctx context.Context, id, what string, cmd pirpc.Comm
 // waits for room as long as ctx allows.
 func (i *Instance) Abort(ctx context.Context) error {
 	f := i.f
-	return f.whileQueueFull(ctx, "abort "+i.id, func() error {
+	var d *drive
+	err := f.whileQueueFull(ctx, "abort "+i.id, func() error {
 		inst, a, c, err := f.lookupLocked(i.id, trust.OpSteer)
 		if err != nil {
 			return err
 		}
-		_, _, ok, err := f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inAbort})
+		d = &drive{inst: inst, a: a, c: c}
+		_, _, ok, err := f.stepLocked(d, coreInput{Kind: inAbort})
 		if !ok {
 			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "abort"}
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	_, _, err = f.finishStep(d) // the aborted task and the instance's state are durable
+	return err
 }
 
 // armAbortDeadlineLocked gives this abort Config.AbortTimeout to settle:
@@ -793,7 +814,16 @@ func (f *Fleet) awaitEnd(ctx context.Context, inst *instance, w *waiter) error {
 	if e, ok := ans.(*transport.ErrorFrame); ok && e.Code != codeUnknownInstance {
 		return fmt.Errorf("fleet: stop %s: agent answered %s: %s", inst.id, e.Code, e.Message)
 	}
-	return nil
+	return f.durable(inst)
+}
+
+// durable waits until the latest queued write of inst's record is
+// committed, and returns its error. f.mu must not be held.
+func (f *Fleet) durable(inst *instance) error {
+	f.mu.Lock()
+	p := inst.written
+	f.mu.Unlock()
+	return f.waitWritten(p)
 }
 
 // ---- raw rpc, state, model ----

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,10 +17,14 @@ import (
 // every one a new, fsync'd record), against the same fleet idle:
 // Status (the fleet's view, under its lock) and Spawn (on a 21st agent,
 // a round trip and the new instance's record). It reports the p50 and
-// p99 latency of each.
+// p99 latency of each, and the p99 and longest hold of the fleet lock
+// (by anyone) while each ran: unlike the latencies, the holds do not
+// grow with the machine's load, unless something waits for the disk
+// under the lock.
 //
 //	go test ./fleet -run '^$' -bench SDKLatencyUnderTaskDoneLoad -benchtime 3s
 func BenchmarkSDKLatencyUnderTaskDoneLoad(b *testing.B) {
+	defer fleet.SetLockCheck(fleet.SetLockCheck(false)) // it reads the stack at every Lock
 	for _, load := range []bool{false, true} {
 		name := "idle"
 		if load {
@@ -75,24 +80,40 @@ func BenchmarkSDKLatencyUnderTaskDoneLoad(b *testing.B) {
 				}
 			}
 			defer func() { cancel(); wg.Wait() }()
+			fleet.SetLockTiming(true)
+			defer fleet.SetLockTiming(false)
 			b.Run("Status", func(b *testing.B) {
 				var lat []time.Duration
+				tf.LockHolds()
 				for b.Loop() {
 					start := time.Now()
 					tf.Status(b.Context())
 					lat = append(lat, time.Since(start))
 				}
 				reportPercentiles(b, "", lat)
+				reportLockHolds(b, tf.LockHolds())
 			})
 			b.Run("Spawn", func(b *testing.B) {
 				var lat []time.Duration
+				tf.LockHolds()
 				for b.Loop() {
 					start := time.Now()
 					spawn(b, tf, peers[agents].machine)
 					lat = append(lat, time.Since(start))
 				}
 				reportPercentiles(b, "", lat)
+				reportLockHolds(b, tf.LockHolds())
 			})
 		})
 	}
+}
+
+// reportLockHolds reports the p99 and the longest of holds.
+func reportLockHolds(b *testing.B, holds []time.Duration) {
+	if len(holds) == 0 {
+		return
+	}
+	slices.Sort(holds)
+	b.ReportMetric(float64(holds[len(holds)*99/100].Nanoseconds()), "lock-p99-ns")
+	b.ReportMetric(float64(holds[len(holds)-1].Nanoseconds()), "lock-max-ns")
 }

@@ -477,14 +477,17 @@ func (f *Fleet) awaitSession(ctx context.Context, machine, path string, ok func(
 }
 
 // persistProjectionLocked writes agent's projection to the store.
+// The write is queued and committed outside f.mu (drive.go), in the order
+// queued; a failure is logged.
 func (f *Fleet) persistProjectionLocked(agent string) {
 	raw, err := f.projectionLocked(agent).MarshalJSON()
-	if err == nil {
-		err = f.store.PutProjection(agent, raw)
-	}
 	if err != nil {
 		f.log.Warn().Err(err).Str("agent", agent).Msg("persist session projection")
+		return
 	}
+	f.queueLocked(func(tx *serverstore.Tx) error { return tx.PutProjection(agent, raw) }, func(err error) {
+		f.log.Warn().Err(err).Str("agent", agent).Msg("persist session projection")
+	})
 }
 
 // ---- resume ----

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -259,48 +260,95 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 	f.mu.Unlock()
 	// The session is named after its task before the task starts.
 	f.nameForTask(ctx, i.id, id, text)
-	err := f.whileQueueFull(ctx, "submit to "+i.id, func() error {
-		return f.submitLocked(i.id, id, text, opts)
-	})
+	for {
+		var d *drive
+		err := f.whileQueueFull(ctx, "submit to "+i.id, func() (err error) {
+			d, err = f.submitLocked(i.id, id, text, opts)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		// The task's record is durable before its prompt is sent: a
+		// task_done can never name a task the store does not know, and a
+		// write that fails is Submit's error.
+		_, _, err = f.finishStep(d)
+		if err == nil {
+			return &Task{f: f, id: id}, nil
+		}
+		f.unsubmit(d, id)
+		var full *queueFullError
+		switch {
+		case errors.Is(err, errInstanceMoved):
+			f.mu.Lock()
+			err = &StateError{Kind: "instance", ID: i.id, State: string(d.inst.m.State()), Op: "submit a task to"}
+			f.mu.Unlock()
+		case errors.As(err, &full):
+			if werr := full.conn.AwaitRoom(ctx); werr != nil && ctx.Err() != nil {
+				return nil, fmt.Errorf("fleet: submit to %s: the agent's send queue stayed full (the agent is not reading): %w", i.id, ctx.Err())
+			}
+			continue
+		}
+		return nil, err
+	}
+}
+
+// submitLocked opens the task and queues its record; the prompt follows
+// once the record is durable (finishStep).
+func (f *Fleet) submitLocked(instanceID, id, text string, opts PromptOptions) (*drive, error) {
+	inst, a, c, err := f.lookupLocked(instanceID, trust.OpSteer)
 	if err != nil {
 		return nil, err
 	}
-	return &Task{f: f, id: id}, nil
-}
-
-// submitLocked records the task and sends its prompt. On any failure
-// nothing of the task remains (a full queue makes Submit try again).
-func (f *Fleet) submitLocked(instanceID, id, text string, opts PromptOptions) error {
-	inst, a, c, err := f.lookupLocked(instanceID, trust.OpSteer)
-	if err != nil {
-		return err
-	}
 	if inst.run != nil {
-		return &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()) + " (a prompt is in flight)", Op: "submit a task to"}
+		return nil, &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()) + " (a prompt is in flight)", Op: "submit a task to"}
 	}
 	t, _ := newTask(serverstore.Task{TaskID: id, InstanceID: instanceID, Machine: inst.agent,
 		Prompt: text, TraceID: inst.rec.TraceID, State: string(TaskTable.Initial()), MaxRejects: inst.maxRejects,
 		PromptEventSeq: inst.rec.LastSeenEventSeq})
-	// Recorded before it is sent (the plan persists it first): a
-	// task_done can never name a task the store does not know, and a
-	// write that fails is Submit's error.
-	d := &drive{inst: inst, a: a, c: c, newTask: t, prompt: text, opts: opts}
+	d := &drive{inst: inst, a: a, c: c, newTask: t, prompt: text, opts: opts, resumable: true}
 	_, _, ok, err := f.stepLocked(d, coreInput{Kind: inSubmit, TaskID: id})
 	if !ok {
-		return &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()), Op: "submit a task to"}
+		return nil, &StateError{Kind: "instance", ID: instanceID, State: string(inst.m.State()), Op: "submit a task to"}
 	}
 	if err != nil {
-		if inst.openTask == id {
-			inst.openTask = ""
-		}
-		delete(f.tasks, id)
-		if d.persisted {
-			if _, derr := f.store.DeleteTask(id); derr != nil {
-				f.log.Error().Err(derr).Str("task", id).Msg("task not sent, and its record not removed")
-			}
-		}
+		// (Before the task's write: the plan stops at its persist.)
+		f.unsubmitLocked(d, id)
+		return nil, err
 	}
-	return err
+	return d, nil
+}
+
+// unsubmit takes back a task whose prompt was not sent: nothing of it
+// remains, in memory or (once its write is done) on disk. f.mu must not
+// be held.
+func (f *Fleet) unsubmit(d *drive, id string) {
+	f.mu.Lock()
+	f.unsubmitLocked(d, id)
+	f.mu.Unlock()
+	f.removeUnsent(d, id)
+}
+
+func (f *Fleet) unsubmitLocked(d *drive, id string) {
+	if d.inst.openTask == id {
+		d.inst.openTask = ""
+		d.inst.gen++
+	}
+	if t := f.tasks[id]; t == d.newTask {
+		delete(f.tasks, id)
+	}
+}
+
+// removeUnsent deletes the record of a task whose prompt was not sent,
+// when its write reached the disk. f.mu must not be held.
+func (f *Fleet) removeUnsent(d *drive, id string) {
+	if d.taskWrite == nil || d.taskWrite.Wait() != nil {
+		return // nothing on disk
+	}
+	err := f.store.Update(func(tx *serverstore.Tx) error { _, err := tx.DeleteTask(id); return err })
+	if err != nil {
+		f.log.Error().Err(err).Str("task", id).Msg("task not sent, and its record not removed")
+	}
 }
 
 // verdictLocked returns the task's instance and its agent connection for
@@ -317,14 +365,15 @@ func (f *Fleet) verdictLocked(taskID, op string) (*drive, error) {
 	if inst.openTask != taskID {
 		return nil, &StateError{Kind: "task", ID: taskID, State: string(t.m.State()), Op: op}
 	}
-	return &drive{inst: inst, a: a, c: c}, nil
+	return &drive{inst: inst, a: a, c: c, resumable: true}, nil
 }
 
 // review runs one review step of the task (the implicit start of the
 // review included) and returns the waiter of a stop it sent. Every plan
 // of a review step queues its frame before it changes anything (but the
 // start of the review, which a second attempt finds done): on a full
-// queue it is made again once there is room, as long as ctx allows.
+// queue it is made again once there is room, as long as ctx allows. It
+// returns once the step's writes are durable, with a write's error.
 func (t *Task) review(ctx context.Context, op string, in coreInput) (*drive, *waiter, error) {
 	f := t.f
 	var (
@@ -343,6 +392,24 @@ func (t *Task) review(ctx context.Context, op string, in coreInput) (*drive, *wa
 		}
 		return err
 	})
+	if d == nil || (err != nil && d.writes == nil) {
+		return d, w, err
+	}
+	// A rejection is durable before its frame is sent: the plan stopped
+	// there, and goes on once the write is done. An instance that moved
+	// meanwhile (a reconnect that delivered the pending feedback, say)
+	// keeps the rejection as recorded: its feedback is sent again after a
+	// reconnect, and the caller's rejection stands.
+	w2, _, ferr := f.finishStep(d)
+	if w2 != nil {
+		w = w2
+	}
+	if errors.Is(ferr, errInstanceMoved) {
+		ferr = nil
+	}
+	if err == nil {
+		err = ferr
+	}
 	return d, w, err
 }
 

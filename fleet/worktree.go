@@ -188,13 +188,19 @@ func (t *Task) Deliver(ctx context.Context, opts DeliverOptions) (Delivery, erro
 		return Delivery{}, fmt.Errorf("fleet: deliver answered with %s", ans.FrameType())
 	}
 	out := Delivery{Mode: d.Mode, Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
+	var written *serverstore.Pending
 	f.mu.Lock()
 	if tk := f.tasks[t.id]; tk != nil {
 		tk.rec.Delivery = &serverstore.WorkDelivery{Mode: string(d.Mode), Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
-		f.persistTaskLocked(tk)
+		written = f.persistTaskLocked(tk)
 		f.publishLocked(Change{Kind: ChangeTaskState, Agent: inst.agent, InstanceID: inst.id, TaskID: t.id,
 			From: tk.rec.State, To: tk.rec.State, Message: "delivered as " + string(d.Mode)})
 	}
 	f.mu.Unlock()
+	if written != nil {
+		if err := f.waitWritten(written); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }

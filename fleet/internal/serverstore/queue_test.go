@@ -82,7 +82,10 @@ func TestAFailingChangeFailsAloneAndTheOthersCommit(t *testing.T) {
 	st := openT(t, t.TempDir())
 	release := blockWriter(t, st)
 	put := func(id string) *Pending {
-		return st.Queue(func(tx *Tx) error { _, err := tx.PutTask(Task{TaskID: id, InstanceID: "i-1", State: "running"}); return err }, nil)
+		return st.Queue(func(tx *Tx) error {
+			_, err := tx.PutTask(Task{TaskID: id, InstanceID: "i-1", State: "running"})
+			return err
+		}, nil)
 	}
 	boom := errors.New("boom")
 	var heard []error
@@ -125,7 +128,10 @@ func TestCloseCommitsWhatIsQueuedAndRefusesLaterChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := blockWriter(t, st)
-	p := st.Queue(func(tx *Tx) error { _, err := tx.PutTask(Task{TaskID: "t-1", InstanceID: "i-1", State: "running"}); return err }, nil)
+	p := st.Queue(func(tx *Tx) error {
+		_, err := tx.PutTask(Task{TaskID: "t-1", InstanceID: "i-1", State: "running"})
+		return err
+	}, nil)
 	closed := make(chan error)
 	go func() { closed <- st.Close() }()
 	release()
