@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Start launches a shim for a new worker and attaches to it. The shim runs
@@ -21,8 +22,9 @@ import (
 // and the worker runs. If the worker cannot start, Start returns the shim's
 // *RemoteError (code spawn, config, socket_in_use, …) and nothing is left
 // running. A shim that dies before it is attached (killed while it
-// starts) gives an error matching ErrNoShim, as Attach does. When ctx ends before the shim is ready, the shim is killed (and
-// its watchdog takes the worker's process group down).
+// starts) gives an error matching ErrNoShim, as Attach does. When ctx
+// ends before the shim is ready, the shim stops its worker, and Start
+// returns once both have ended.
 func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 	if cfg.Executable == "" {
 		return nil, &ConfigError{"executable", "empty"}
@@ -77,9 +79,25 @@ func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 		cmd.Wait()
 		close(sp.exited)
 	}()
-	kill := func() {
-		cmd.Process.Kill()
-		<-sp.exited
+	// stop ends a shim that is not attached yet, and its worker if one
+	// runs. SIGTERM makes the shim stop its worker's process group and reap
+	// it before it exits; a SIGKILL would leave the worker to the watchdog,
+	// which takes it down only some time after Start returned. SIGKILL is
+	// for a shim that does not end within its worker's kill grace.
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		grace := cfg.Shim.KillGrace
+		if grace == 0 {
+			grace = DefaultKillGrace
+		}
+		t := time.NewTimer(grace + 5*time.Second)
+		defer t.Stop()
+		select {
+		case <-sp.exited:
+		case <-t.C:
+			cmd.Process.Kill()
+			<-sp.exited
+		}
 	}
 	go func() {
 		configW.Write(config) // a shim that died early is seen on the ready pipe
@@ -104,12 +122,12 @@ func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 	select {
 	case r = <-ready:
 	case <-ctx.Done():
-		kill()
+		stop()
 		return nil, ctx.Err()
 	}
 	switch {
 	case r.err != nil:
-		kill()
+		stop()
 		if errors.Is(r.err, io.EOF) {
 			return nil, fmt.Errorf("%w: %s exited before it was ready (%s)", ErrNoShim, cfg.Executable, cmd.ProcessState)
 		}
@@ -118,7 +136,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 		<-sp.exited
 		return nil, r.line.Error
 	case r.line.Ready == nil:
-		kill()
+		stop()
 		return nil, errors.New("shim: readiness line says neither ready nor error")
 	}
 
@@ -129,9 +147,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Client, error) {
 		Logger:     cfg.Logger,
 	})
 	if err != nil {
-		// The shim stops its worker on SIGTERM.
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-sp.exited
+		stop()
 		return nil, err
 	}
 	c.shim = sp
