@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -384,5 +385,12 @@ func (f *Fleet) persistLocked(t *task, inst *instance, withInstance bool) *serve
 	if withInstance {
 		inst.written = p
 	}
+	if h := testHookPersist.Load(); h != nil {
+		(*h)(f, what, id)
+	}
 	return p
 }
+
+// testHookPersist, set by the package's tests, hears of every record
+// write persistLocked queues (what is "task" or "instance").
+var testHookPersist atomic.Pointer[func(f *Fleet, what, id string)]

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,43 @@ func (f *Fleet) LockHolds() []time.Duration {
 	h := f.mu.holds
 	f.mu.holds = nil
 	return h
+}
+
+// HoldWrites stops the state store's writer until release is called (or
+// the test ends): what is queued meanwhile waits.
+func (f *Fleet) HoldWrites(t testing.TB) (release func()) {
+	started, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.store.Queue(func(*serverstore.Tx) error {
+		once.Do(func() { close(started) })
+		<-hold
+		return nil
+	}, nil)
+	<-started
+	var rel sync.Once
+	release = func() { rel.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// PersistQueued returns a channel that receives "task <id>" or
+// "instance <id>" for every record write of f queued from now on, until
+// the test ends (the channel holds 64; more are dropped).
+func (f *Fleet) PersistQueued(t testing.TB) <-chan string {
+	c := make(chan string, 64)
+	h := func(g *Fleet, what, id string) {
+		if g == f {
+			select {
+			case c <- what + " " + id:
+			default:
+			}
+		}
+	}
+	if !testHookPersist.CompareAndSwap(nil, &h) {
+		t.Fatal("PersistQueued: another test listens")
+	}
+	t.Cleanup(func() { testHookPersist.Store(nil) })
+	return c
 }
 
 func TestWaitingForTheDiskUnderTheFleetLockPanics(t *testing.T) {

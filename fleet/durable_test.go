@@ -1,0 +1,70 @@
+package fleet_test
+
+import (
+	"strings"
+	"testing"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport"
+)
+
+// TestSubmitSendsItsPromptOnlyOnceItsRecordIsDurableAndWaitsWithoutTheLock
+// holds the state store's writer while a task is submitted: the task's
+// record is queued, the fleet lock stays free for other calls (a get_state
+// reaches the agent), the prompt is not sent (the get_state is the first
+// frame after the record was queued), and once the writer goes on the
+// prompt follows and Submit returns.
+func TestSubmitSendsItsPromptOnlyOnceItsRecordIsDurableAndWaitsWithoutTheLock(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	drainFrames(peer)
+
+	queued := tf.PersistQueued(t)
+	release := tf.HoldWrites(t)
+	type result struct {
+		task *fleet.Task
+		err  error
+	}
+	submitted := make(chan result, 1)
+	go func() {
+		task, err := inst.Submit(t.Context(), "fix the tests", fleet.PromptOptions{})
+		submitted <- result{task, err}
+	}()
+	for w := range queued {
+		if strings.HasPrefix(w, "task ") {
+			break // the task's record waits behind the held writer
+		}
+	}
+	// The fleet lock is free while Submit waits for the disk.
+	tf.Status(t.Context())
+	got := make(chan error, 1)
+	go func() { _, err := inst.GetState(t.Context()); got <- err }()
+	rpc := nextFrame[*transport.RPCFrame](t, peer)
+	for rpc.TaskID == "" && !strings.Contains(string(rpc.Command), "get_state") {
+		rpc = nextFrame[*transport.RPCFrame](t, peer) // (the session's name, set before the task)
+	}
+	if rpc.TaskID != "" {
+		t.Fatalf("the prompt (task %s) was sent before its record was durable", rpc.TaskID)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-submitted:
+		t.Fatalf("Submit returned before its record was durable: %v", r.err)
+	default:
+	}
+
+	release()
+	r := <-submitted
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for rpc.TaskID == "" {
+		rpc = nextFrame[*transport.RPCFrame](t, peer)
+	}
+	if rpc.TaskID != r.task.ID() {
+		t.Errorf("prompt for task %q, want %q", rpc.TaskID, r.task.ID())
+	}
+}
