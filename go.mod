@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/chromedp/chromedp v0.23.1
+	github.com/coder/websocket v1.8.15
 	github.com/google/go-cmp v0.7.0
 	github.com/jpillora/backoff v1.1.0
 	github.com/looplab/fsm v1.0.3

@@ -1,9 +1,12 @@
-// Package browsertest drives a real headless Chromium from Go tests, with
-// chromedp: the browser the web page's tests run in.
+// Package browsertest drives real headless browsers from Go tests: the
+// browsers the web page's tests run in. Chromium is driven with chromedp
+// (New); Firefox over WebDriver BiDi, the W3C protocol it speaks natively
+// (NewFirefox).
 //
-// The browser is Debian's chromium (.ci/run installs it), or the one named
-// by PIFLEET_CHROMIUM. Without one a test skips with a message, unless CI
-// is set: there a missing browser fails the test.
+// The browsers are Debian's chromium and firefox-esr (.ci/run installs
+// them), or the ones named by PIFLEET_CHROMIUM and PIFLEET_FIREFOX.
+// Without one a test skips with a message, unless CI is set: there a
+// missing browser fails the test.
 package browsertest
 
 import (
