@@ -72,10 +72,15 @@ func (f *fakeFleet) Output(_ context.Context, id string) (controlapi.Output, err
 	return f.output[id], nil
 }
 
-func (f *fakeFleet) Transcript(_ context.Context, id string, _ int) (controlapi.Transcript, error) {
+// Transcript answers the newest limit entries, as the fleet does.
+func (f *fakeFleet) Transcript(_ context.Context, id string, limit int) (controlapi.Transcript, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.transcript[id], nil
+	t := f.transcript[id]
+	if limit > 0 && len(t.Entries) > limit {
+		t = controlapi.Transcript{Entries: t.Entries[len(t.Entries)-limit:], Truncated: true}
+	}
+	return t, nil
 }
 
 // sampleDiff is the working tree of every fake instance.

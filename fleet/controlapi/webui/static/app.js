@@ -140,6 +140,8 @@ const model = {
 };
 
 function setStatus(st) {
+  // A backend may leave an empty list out (null in JSON).
+  for (const k of ["agents", "instances", "tasks", "baselines"]) st[k] = st[k] || [];
   model.status = st;
   model.byId = new Map(st.instances.map((i) => [i.id, i]));
   model.agentsByName = new Map(st.agents.map((a) => [a.name, a]));
