@@ -106,9 +106,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// firefoxStart bounds Firefox's startup and the first commands (a loaded
-// machine can take a while); it never paces a test.
-const firefoxStart = 90 * time.Second
+// firefoxStart bounds Firefox's startup and the first commands: on a
+// machine loaded by a whole test suite, answering the first command has
+// taken over a minute. It never paces a test.
+const firefoxStart = 3 * time.Minute
 
 // listening is the line Firefox prints once its BiDi server is up.
 var listening = regexp.MustCompile(`WebDriver BiDi listening on (ws://\S+)`)
@@ -160,6 +161,7 @@ func NewFirefox(t testing.TB, o Options) *Firefox {
 	}()
 	t.Cleanup(f.quit)
 
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), firefoxStart)
 	defer cancel()
 	var ws string
@@ -178,18 +180,22 @@ func NewFirefox(t testing.TB, o Options) *Firefox {
 			Context string `json:"context"`
 		} `json:"contexts"`
 	}
-	err = errors.Join(
+	for _, c := range []struct {
+		method      string
+		params, out any
+	}{
 		// A confirm() is answered OK, as the person at the page would to go on.
-		f.conn.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
-			"unhandledPromptBehavior": map[string]string{"default": "accept"}}}}, nil),
-		f.conn.call(ctx, "session.subscribe", map[string]any{"events": []string{"log.entryAdded"}}, nil),
-		f.conn.call(ctx, "browsingContext.getTree", map[string]any{"maxDepth": 0}, &tree),
-	)
-	if err == nil && len(tree.Contexts) == 0 {
-		err = errors.New("no tab")
+		{"session.new", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+			"unhandledPromptBehavior": map[string]string{"default": "accept"}}}}, nil},
+		{"session.subscribe", map[string]any{"events": []string{"log.entryAdded"}}, nil},
+		{"browsingContext.getTree", map[string]any{"maxDepth": 0}, &tree},
+	} {
+		if err := f.conn.call(ctx, c.method, c.params, c.out); err != nil {
+			t.Fatalf("start a firefox session (%v after the start): %v\n%s", time.Since(start).Round(time.Second), err, f.Output())
+		}
 	}
-	if err != nil {
-		t.Fatalf("start a firefox session: %v\n%s", err, f.stderr.String())
+	if len(tree.Contexts) == 0 {
+		t.Fatalf("firefox has no tab:\n%s", f.Output())
 	}
 	f.context = tree.Contexts[0].Context
 	if err := f.SetViewport(o.Width, o.Height); err != nil {
