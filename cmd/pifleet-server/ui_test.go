@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +23,24 @@ func TestUIPrintsAOneTimeLogin(t *testing.T) {
 		t.Errorf("ui against a server without a page: %d %q", status, errOut)
 	}
 
-	// A server that mints logins for a page.
+	addr := webLoginServer(t, b)
+	status, out, errOut := runCLI(t, "ui", "--no-open", "--api="+addr.String())
+	if status != 0 || !strings.HasPrefix(out, "http://127.0.0.1:9791/login?code=") || !strings.Contains(errOut, "once") {
+		t.Fatalf("ui: %d %q %q", status, out, errOut)
+	}
+	status, out, _ = runCLI(t, "ui", "--no-open", "--json", "--api="+addr.String())
+	if status != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9791/login?code=`) || !strings.Contains(out, `"expiresAt"`) {
+		t.Errorf("ui --json: %d %q", status, out)
+	}
+	if status, _, errOut := runCLI(t, "ui", "answer", "--help"); status != 0 {
+		t.Errorf("ui answer --help: %d %s", status, errOut)
+	}
+}
+
+// webLoginServer serves a control API that mints logins for a page at
+// http://127.0.0.1:9791, until the test ends.
+func webLoginServer(t *testing.T, b controlapi.Backend) controlapi.Addr {
+	t.Helper()
 	addr := controlapi.DefaultAddr(socketDir(t))
 	l, err := controlapi.Listen(addr, controlapi.ListenOptions{})
 	if err != nil {
@@ -33,16 +53,36 @@ func TestUIPrintsAOneTimeLogin(t *testing.T) {
 		done <- controlapi.Serve(ctx, l, controlapi.NewServer(b, controlapi.WithWebAuth(auth)), time.Second)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	status, out, errOut := runCLI(t, "ui", "--no-open", "--api="+addr.String())
-	if status != 0 || !strings.HasPrefix(out, "http://127.0.0.1:9791/login?code=") || !strings.Contains(errOut, "once") {
-		t.Fatalf("ui: %d %q %q", status, out, errOut)
+	return addr
+}
+
+// TestUIOpensTheLinkOnADesktop: on a Linux desktop (a display) bare `ui`
+// hands the link to xdg-open; without a display it only prints it.
+func TestUIOpensTheLinkOnADesktop(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("xdg-open is the Linux opener")
 	}
-	status, out, _ = runCLI(t, "ui", "--no-open", "--json", "--api="+addr.String())
-	if status != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9791/login?code=`) || !strings.Contains(out, `"expiresAt"`) {
-		t.Errorf("ui --json: %d %q", status, out)
+	addr := webLoginServer(t, &scriptedBackend{})
+	bin := t.TempDir()
+	opened := filepath.Join(t.TempDir(), "opened")
+	if err := os.WriteFile(filepath.Join(bin, "xdg-open"), []byte("#!/bin/sh\nprintf '%s' \"$1\" > "+opened+"\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if status, _, errOut := runCLI(t, "ui", "answer", "--help"); status != 0 {
-		t.Errorf("ui answer --help: %d %s", status, errOut)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("PIFLEET_UI_NO_OPEN", "")
+	os.Unsetenv("PIFLEET_UI_NO_OPEN")
+	t.Setenv("WAYLAND_DISPLAY", "")
+	t.Setenv("DISPLAY", "")
+	status, out, errOut := runCLI(t, "ui", "--api="+addr.String())
+	if _, err := os.Stat(opened); status != 0 || !os.IsNotExist(err) || strings.Contains(errOut, "Opened") {
+		t.Errorf("ui without a display: %d %q %q, opener ran: %v", status, out, errOut, err == nil)
+	}
+	t.Setenv("DISPLAY", ":0")
+	status, out, errOut = runCLI(t, "ui", "--api="+addr.String())
+	got, err := os.ReadFile(opened)
+	if status != 0 || err != nil || string(got) != strings.TrimSpace(out) || !strings.HasPrefix(string(got), "http://127.0.0.1:9791/login?code=") ||
+		!strings.Contains(errOut, "Opened it in your browser.") {
+		t.Errorf("ui on a desktop: %d %q %q, opened %q (%v)", status, out, errOut, got, err)
 	}
 }
 
