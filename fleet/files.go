@@ -181,7 +181,6 @@ func (i *Instance) Rebundle(ctx context.Context, bundleName string) error {
 	step(rebundle.EventSynced)
 	step(rebundle.EventReloaded)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	inst.rec.Bundle, inst.rec.BundleHash = rb.Bundle, rb.BundleHash
 	inst.rec.Degraded = rb.Degraded
 	if man.Review != nil {
@@ -193,7 +192,8 @@ func (i *Instance) Rebundle(ctx context.Context, bundleName string) error {
 		inst.autoAnswer = man.UI.AutoAnswer
 	}
 	f.persistInstanceLocked(inst)
-	return nil
+	f.mu.Unlock()
+	return f.durable(inst) // the new bundle is on disk before Rebundle answers
 }
 
 // SearchSessions searches the pi sessions of agent machine.

@@ -949,12 +949,16 @@ func (i *Instance) SetModel(ctx context.Context, provider, modelID string) error
 		return err
 	}
 	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
-	if inst := i.f.instances[i.id]; inst != nil {
+	inst := i.f.instances[i.id]
+	if inst != nil {
 		inst.rec.Model = &serverstore.ModelRef{Provider: provider, ID: modelID}
 		i.f.persistInstanceLocked(inst)
 	}
-	return nil
+	i.f.mu.Unlock()
+	if inst == nil {
+		return nil
+	}
+	return i.f.durable(inst)
 }
 
 // PinModel pins (or unpins) the worker's model: while pinned the agent
@@ -975,13 +979,19 @@ func (i *Instance) PinModel(ctx context.Context, pin bool) (*transport.ModelRef,
 		return nil, fmt.Errorf("fleet: model_pin answered with %s", ans.FrameType())
 	}
 	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
-	if inst := i.f.instances[i.id]; inst != nil {
+	inst := i.f.instances[i.id]
+	if inst != nil {
 		inst.rec.ModelPinned = mp.Pin
 		if mp.Model != nil {
 			inst.rec.Model = &serverstore.ModelRef{Provider: mp.Model.Provider, ID: mp.Model.ID, Thinking: mp.Model.Thinking}
 		}
 		i.f.persistInstanceLocked(inst)
+	}
+	i.f.mu.Unlock()
+	if inst != nil {
+		if err := i.f.durable(inst); err != nil {
+			return mp.Model, err
+		}
 	}
 	return mp.Model, nil
 }

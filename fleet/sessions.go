@@ -384,10 +384,10 @@ func (f *Fleet) nameClone(ctx context.Context, i *Instance) error {
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	inst.rec.ReservedTaskID, inst.rec.SessionName = id, name
 	f.persistInstanceLocked(inst)
-	return nil
+	f.mu.Unlock()
+	return f.durable(inst)
 }
 
 // setSessionName names the worker's session (pi's set_session_name, which
