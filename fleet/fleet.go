@@ -43,6 +43,12 @@ import (
 // the same lock, so the agent's answer to it can never be handled first.
 // Frames of one agent are handled in arrival order on that connection's
 // handler goroutine.
+//
+// Nothing durable is written while that mutex is held: a change of a
+// record is queued under it, in the order of the decisions, and committed
+// outside it, several in one fsync. What a change licenses waits for it to
+// be on disk (a task's prompt waits for the task's record; a method
+// returns once its changes are durable, with their error).
 type Fleet struct {
 	// The fleet's state is kept in parts, each with its own lock, taken
 	// in this order (a lock may be taken while holding the ones above it,

@@ -14,11 +14,16 @@
 // The trust decisions of transport/trust live in the same file, in their
 // own bucket: trust.New(st.DB(), serverstore.TrustBucket).
 //
-// Values are JSON. Every change is one bbolt transaction, committed and
-// fsynced before the method returns, so a kill -9 at any moment loses
-// nothing a method reported done and never leaves half a change. Update
-// runs several changes (a task's review state and its instance's state)
-// as one transaction.
+// Values are JSON. Every change is atomic, committed and fsynced before
+// the method returns, so a kill -9 at any moment loses nothing a method
+// reported done and never leaves half a change. Update runs several
+// changes (a task's review state and its instance's state) as one.
+//
+// Every change goes through one write queue (Queue), committed by one
+// goroutine in the order queued; changes that wait at the same time share
+// a transaction, and so an fsync. Queue does not block: a caller queues a
+// change while it holds a lock others need, and waits for it
+// (Pending.Wait) once it released the lock.
 //
 // # Delivering task_done at least once, with a stable key
 //
