@@ -23,7 +23,8 @@ const firefoxHostile = `<script>window.__pwned = "script"</script><img src=x one
 // goes to idle, its task reaches review); hostile worker output shown as
 // text; then, at phone width, every view fits the screen and a review is
 // done with the mouse and the keyboard (reject with feedback, the
-// revision, accept), and the worker is stopped from its page. Firefox reports no exception, console
+// revision, accept); the server refuses the page a prompt while the
+// machine's policy is allow; and the worker is stopped from its page. Firefox reports no exception, console
 // error or Content-Security-Policy violation throughout.
 func TestWebPageInFirefox(t *testing.T) {
 	browsertest.FindFirefox(t)
@@ -164,10 +165,28 @@ func TestWebPageInFirefox(t *testing.T) {
 		return r && r.querySelector('.last').textContent === 'revised as asked' && r.textContent.includes('1/3 rejections') })()`, nil)
 	click(review + ` button.accept`)
 	until("the review emptied", `document.querySelector('#no-reviews:not([hidden])')`, nil)
-	// Accepted, the worker waits for more; stopped from its page (the
-	// confirm answered OK).
+	// Accepted, the worker waits for more.
 	click(`#nav a[data-view="workers"]`)
 	until("the accepted worker idle", `document.querySelector('`+card+` .state')?.textContent === 'idle'`, nil)
+	// The page gets no more than the machine's trust policy: under allow
+	// the server refuses its prompt, however the page sends it.
+	if status, out, errOut := runCLI(t, "trust", "set", "box", "allow", api); status != 0 {
+		t.Fatalf("trust set allow: %d %s%s", status, out, errOut)
+	}
+	var refused struct {
+		Status int    `json:"status"`
+		Body   string `json:"body"`
+	}
+	eval("a prompt under allow", `fetch('/v1/instances/`+id+`/prompt', {method: 'POST', credentials: 'same-origin', body: JSON.stringify({text: 'say: hi'}),
+		headers: {'Content-Type': 'application/json', 'X-CSRF-Token': document.querySelector('meta[name="csrf-token"]').content}})
+		.then(async (r) => ({status: r.status, body: await r.text()}))`, &refused)
+	if refused.Status != 403 || !strings.Contains(refused.Body, "policy_refused") {
+		t.Errorf("prompt from the page under allow: %d %s, want 403 policy_refused", refused.Status, refused.Body)
+	}
+	if status, out, errOut := runCLI(t, "trust", "set", "box", "steer", api); status != 0 {
+		t.Fatalf("trust set steer: %d %s%s", status, out, errOut)
+	}
+	// Under steer, stopped from its page (the confirm answered OK).
 	click(card + ` a.card-title`)
 	until("the worker page", `document.getElementById('w-state')?.textContent === 'idle' && !document.getElementById('w-stop').disabled`, nil)
 	click(`#w-stop`)

@@ -472,6 +472,15 @@ func TestShowcase(t *testing.T) {
 	if err != nil || !strings.Contains(spent, "$0.4182 of $2.00 a run") || !strings.Contains(spent, "7 of 30 this run") {
 		t.Errorf("card facts %q (%v), want cost and turns against the budget", spent, err)
 	}
+	for _, want := range []string{"buildbox", "/src/api", "default", "anthropic/claude-sonnet-4"} {
+		if !strings.Contains(spent, want) {
+			t.Errorf("card facts %q lack %q (agent, cwd, bundle, model)", spent, want)
+		}
+	}
+	doing, err := browsertest.Eval[string](ctx, step, `document.querySelector('[data-instance="i-3f9a21c0"] .activity').textContent`)
+	if err != nil || !strings.HasPrefix(doing, "doing bash") {
+		t.Errorf("card activity %q (%v), want what the worker is doing", doing, err)
+	}
 	// Abort on the running worker's card, steer from its page.
 	if err := browsertest.Within(ctx, step, chromedp.Click(chromedp.CSS(`[data-instance="i-3f9a21c0"] .card-actions button:nth-child(2)`))); err != nil {
 		t.Fatal(err)
@@ -509,6 +518,10 @@ func TestShowcase(t *testing.T) {
 	lost, err := browsertest.Eval[string](ctx, step, `document.querySelector('tr[data-agent="old-laptop"]').textContent`)
 	if err != nil || !strings.Contains(lost, "lost") || !strings.Contains(lost, "heartbeat expired") {
 		t.Errorf("lost agent row %q (%v)", lost, err)
+	}
+	mac, err := browsertest.Eval[string](ctx, step, `document.querySelector('tr[data-agent="mac-mini"]').textContent`)
+	if err != nil || !strings.Contains(mac, "established") || !strings.Contains(mac, "darwin-arm64") || !strings.Contains(mac, "allow") {
+		t.Errorf("agent row %q (%v), want its state, platform and trust policy", mac, err)
 	}
 	// Capacity: buildbox runs two of its four workers; gpu-1 sets no limit.
 	for agent, want := range map[string]string{"buildbox": "2 / 4", "gpu-1": "2"} {
