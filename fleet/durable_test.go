@@ -68,3 +68,42 @@ func TestSubmitSendsItsPromptOnlyOnceItsRecordIsDurableAndWaitsWithoutTheLock(t 
 		t.Errorf("prompt for task %q, want %q", rpc.TaskID, r.task.ID())
 	}
 }
+
+// TestSpawnAnswersOnceItsRecordIsDurable holds the state store's writer
+// while a worker is spawned: the new instance's record is queued, the
+// fleet lock stays free, and Spawn answers only once the writer went on.
+func TestSpawnAnswersOnceItsRecordIsDurable(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	queued := tf.PersistQueued(t)
+	release := tf.HoldWrites(t)
+	type result struct {
+		inst *fleet.Instance
+		err  error
+	}
+	spawned := make(chan result, 1)
+	go func() {
+		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default"})
+		spawned <- result{inst, err}
+	}()
+	var id string
+	for w := range queued {
+		if id, _ = strings.CutPrefix(w, "instance "); id != w {
+			break
+		}
+	}
+	tf.Status(t.Context()) // the fleet lock is free while Spawn waits for the disk
+	select {
+	case r := <-spawned:
+		t.Fatalf("Spawn answered before its record was durable: %v", r.err)
+	default:
+	}
+	release()
+	r := <-spawned
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.inst.ID() != id {
+		t.Errorf("Spawn answered %s, the record queued was %s's", r.inst.ID(), id)
+	}
+}
