@@ -91,6 +91,16 @@ func TestServeUIRefusesARemoteAddressUnlessAllowed(t *testing.T) {
 	if _, err := c.uiListen(); err == nil || !strings.Contains(err.Error(), "not a loopback") {
 		t.Errorf("--ui 0.0.0.0:0: %v, want a refusal", err)
 	}
+	// Explicitly allowed, it listens there.
+	c = &ServeCmd{UI: "0.0.0.0:0", UIAllowRemote: true}
+	remote, err := c.uiListen()
+	if err != nil {
+		t.Fatalf("--ui 0.0.0.0:0 --ui-allow-remote: %v", err)
+	}
+	if host, _, _ := net.SplitHostPort(remote.Addr().String()); host != "0.0.0.0" && host != "::" {
+		t.Errorf("--ui 0.0.0.0:0 --ui-allow-remote listens on %s", remote.Addr())
+	}
+	remote.Close()
 	c = &ServeCmd{UI: ":0"}
 	l, err := c.uiListen()
 	if err != nil {
