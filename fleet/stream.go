@@ -7,8 +7,9 @@ import (
 )
 
 // serverCapabilities is what the server's hello announces: pifleet's
-// frames, and that it rebuilds streamed output sent as event_delta.
-var serverCapabilities = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}
+// frames, and that it rebuilds streamed output sent as event_delta,
+// references to finished messages included.
+var serverCapabilities = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta, transport.CapabilityEventRefs}
 
 // rebuiltEvent is an event rebuilt from event_delta, with the record
 // handleFrame would have parsed from it.

@@ -9,6 +9,14 @@ import "encoding/json"
 // server announces nothing and gets every event whole.
 const CapabilityEventDelta = "event-delta"
 
+// CapabilityEventRefs, in a server's hello beside CapabilityEventDelta,
+// says it also resolves references to finished messages: an agent then
+// sends turn_end and agent_end in event_delta frames, referring to the
+// messages the connection carried before instead of sending them again
+// (docs/protocol.md). A server with only CapabilityEventDelta gets those
+// events whole.
+const CapabilityEventRefs = "event-refs"
+
 // TypeEventDelta is the wire name of EventDeltaFrame.
 const TypeEventDelta = "event_delta"
 

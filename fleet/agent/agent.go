@@ -459,6 +459,9 @@ type peer struct {
 	// delta is set once the peer announced CapabilityEventDelta: it gets
 	// streamed updates as event_delta frames (stream.go).
 	delta atomic.Bool
+	// refs is set once the peer announced CapabilityEventRefs too: its
+	// turn_end and agent_end refer to the messages it got before.
+	refs atomic.Bool
 }
 
 // greetedBy records the server's hello (the handshake's, or a later one).
@@ -468,6 +471,9 @@ func (p *peer) greetedBy(h *transport.HelloFrame) {
 	}
 	if slices.Contains(h.Capabilities, transport.CapabilityEventDelta) {
 		p.delta.Store(true)
+	}
+	if slices.Contains(h.Capabilities, transport.CapabilityEventRefs) {
+		p.refs.Store(true)
 	}
 }
 
@@ -601,7 +607,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilitySpawnCancel}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -42,13 +42,6 @@ func newStreamer(in *instance) *streamer {
 	return &streamer{in: in, peers: map[*peer]*peerStream{}, timer: t}
 }
 
-// chained reports whether an event of this kind travels in event_delta
-// frames: a message's start, its updates, and its end (after which the
-// server lets go of the partial message).
-func chained(kind string) bool {
-	return kind == "message_start" || kind == "message_update" || kind == "message_end"
-}
-
 // next waits for the worker's next event, sending what waits in the
 // batches when the window closes first.
 func (s *streamer) next(events <-chan worker.Event) (worker.Event, bool) {
@@ -69,7 +62,7 @@ func (s *streamer) next(events <-chan worker.Event) (worker.Event, bool) {
 // first sends the batches, so that every server gets the worker's events
 // in order.
 func (s *streamer) forward(ev worker.Event) {
-	if ev.Raw == nil || !chained(ev.Kind) {
+	if ev.Raw == nil || !streamdelta.Carries(ev.Kind, true) {
 		s.flush()
 		if ev.Raw != nil {
 			s.in.a.broadcast(eventFrame(s.in.id, ev), false)
@@ -79,7 +72,10 @@ func (s *streamer) forward(ev worker.Event) {
 	peers := s.in.a.peersSnapshot()
 	var coded *streamdelta.Coded
 	for _, p := range peers {
-		if !s.deltas(p) {
+		if !s.deltas(p) || !streamdelta.Carries(ev.Kind, p.refs.Load()) {
+			if ps := s.peers[p]; ps != nil {
+				s.send(p, ps) // what waits goes first
+			}
 			_ = s.in.a.offer(p, eventFrame(s.in.id, ev))
 			continue
 		}
@@ -97,7 +93,7 @@ func (s *streamer) forward(ev worker.Event) {
 			s.send(p, ps)
 		}
 		ps.batch.Add(&ps.chain, coded)
-		if ps.batch.Len() >= batchEntries || ps.batch.Size() >= batchBytes || ev.Kind == "message_end" {
+		if ps.batch.Len() >= batchEntries || ps.batch.Size() >= batchBytes || !streamdelta.Waits(ev.Kind) {
 			s.send(p, ps)
 		} else if !s.armed {
 			s.timer.Reset(coalesceWindow)

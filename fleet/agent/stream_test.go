@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -12,8 +13,9 @@ import (
 	"example.com/pifleet/transport"
 )
 
-// deltaCaps is the hello of a pifleet server that reads event_delta.
-var deltaCaps = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}
+// deltaCaps is the hello of a pifleet server that reads event_delta and
+// resolves references.
+var deltaCaps = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta, transport.CapabilityEventRefs}
 
 // streamed is what one server connection made of a worker's events: each
 // event by seq, rebuilt when it came coded.
@@ -23,11 +25,13 @@ type streamed struct {
 	rb     *streamdelta.Rebuilder
 	events map[uint64]string
 	order  []uint64
-	deltas int // event_delta frames
+	deltas int            // event_delta frames
+	refs   int            // events that referred to messages the connection held
+	whole  map[string]int // events that came whole (event frames), by type
 }
 
 func newStreamed(t *testing.T, c *client) *streamed {
-	return &streamed{t: t, c: c, rb: streamdelta.NewRebuilder(transport.MaxFrameBytes), events: map[uint64]string{}}
+	return &streamed{t: t, c: c, rb: streamdelta.NewRebuilder(transport.MaxFrameBytes), events: map[uint64]string{}, whole: map[string]int{}}
 }
 
 // until reads the events of instance id until one whose line contains
@@ -55,13 +59,24 @@ func (s *streamed) until(id, last string) {
 		switch f := f.(type) {
 		case *transport.EventFrame:
 			add(f)
+			var head struct{ Type string }
+			_ = json.Unmarshal(f.Event, &head)
+			s.whole[head.Type]++
 			if strings.Contains(string(f.Event), last) {
 				return
 			}
 		case *transport.EventDeltaFrame:
 			s.deltas++
-			if err := s.rb.RebuildFrame(f, func(ev *transport.EventFrame, _ []byte) { add(ev) }); err != nil {
+			s.refs += strings.Count(string(f.Updates), `{"m":`)
+			done := false
+			if err := s.rb.RebuildFrame(f, func(ev *transport.EventFrame, _ []byte) {
+				add(ev)
+				done = done || strings.Contains(string(ev.Event), last)
+			}); err != nil {
 				s.t.Fatalf("rebuild: %v", err)
+			}
+			if done {
+				return
 			}
 		}
 	}
@@ -92,6 +107,31 @@ func TestStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
 	checkStreamsMatch(t, w, d)
 	if w.deltas != 0 || d.deltas == 0 {
 		t.Fatalf("event_delta frames: %d to the whole server, %d to the delta one", w.deltas, d.deltas)
+	}
+	// Two turns (the tool call's and the answer after it), then agent_end.
+	if d.refs < 3 {
+		t.Fatalf("%d events referred to messages sent before; want every turn_end and the agent_end", d.refs)
+	}
+}
+
+// A server that reads event_delta but does not resolve references (a
+// pifleet server of before references) gets turn_end and agent_end
+// whole, and the rest rebuilt as before.
+func TestServerWithoutReferencesGetsRepeatedMessagesWhole(t *testing.T) {
+	h := newHarness(t, hopts{})
+	whole := h.dialPifleet(t)
+	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}})
+	whole.hello()
+	delta.hello()
+	inst := whole.mustSpawn("s", h.cwd, "default", nil)
+	id := inst.InstanceID
+	whole.rpc(id, "", prompt("p", streamPrompt(1000)))
+	w, d := newStreamed(t, whole), newStreamed(t, delta)
+	w.until(id, `"type":"agent_end"`)
+	d.until(id, `"type":"agent_end"`)
+	checkStreamsMatch(t, w, d)
+	if d.deltas == 0 || d.refs != 0 || d.whole["turn_end"] < 2 || d.whole["agent_end"] != 1 {
+		t.Fatalf("%d event_delta frames, %d references, whole events %v", d.deltas, d.refs, d.whole)
 	}
 }
 
@@ -164,7 +204,7 @@ func TestRealPiStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
 	w.until(id, `"type":"agent_end"`)
 	d.until(id, `"type":"agent_end"`)
 	checkStreamsMatch(t, w, d)
-	if d.deltas == 0 {
-		t.Fatal("no event_delta frames from the real pi's stream")
+	if d.deltas == 0 || d.refs < 3 {
+		t.Fatalf("%d event_delta frames, %d events referring to messages sent before, from the real pi's stream", d.deltas, d.refs)
 	}
 }

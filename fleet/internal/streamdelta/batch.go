@@ -6,6 +6,26 @@ import (
 	"example.com/pifleet/transport"
 )
 
+// Carries reports whether an event of this kind travels in event_delta
+// frames to a server that reads them: a message's start, its updates and
+// its end, and (to a server that resolves references) the turn_end and
+// agent_end that repeat finished messages. Every other event goes whole,
+// in an event frame.
+func Carries(kind string, refs bool) bool {
+	switch kind {
+	case "message_start", "message_update", "message_end":
+		return true
+	case "turn_end", "agent_end":
+		return refs
+	}
+	return false
+}
+
+// Waits reports whether an event of this kind may wait in a batch for the
+// ones after it (a message's start and its updates); any other that the
+// codec carries ends the batch.
+func Waits(kind string) bool { return kind == "message_start" || kind == "message_update" }
+
 // Batch gathers the consecutive entries one connection gets of one
 // worker's stream into one event_delta frame, so that the frame's own
 // bytes are shared by many small updates.

@@ -2,9 +2,13 @@ package streamdelta
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -61,8 +65,8 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 			ch.Reset()
 			rb = NewRebuilder(transport.MaxFrameBytes)
 		}
-		switch eventType(line) {
-		case "message_start", "message_update", "message_end":
+		switch kind := eventType(line); {
+		case Carries(kind, true):
 			c := enc.Encode(seq, line)
 			if !b.Fits(seq) {
 				flushBatch()
@@ -222,5 +226,153 @@ func TestCodedUpdateWithoutItsBaseIsRefused(t *testing.T) {
 	}
 	if err := rb.RebuildFrame(frames[2], func(*transport.EventFrame, []byte) {}); !errors.Is(err, ErrNoBase) {
 		t.Fatalf("replayed frame: err = %v, want ErrNoBase", err)
+	}
+}
+
+// recordedPi is the events of pi's recorded transcript.
+func recordedPi(t *testing.T) [][]byte {
+	t.Helper()
+	f, err := os.Open("../../../transport/pirpc/testdata/pi-0.73.1-transcript.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var raw [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		raw = append(raw, append([]byte(nil), sc.Bytes()...))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// turn_end and agent_end repeat the messages their connection carried:
+// they travel as references to them, a few dozen bytes each instead of
+// the messages again.
+func TestRepeatedMessagesTravelAsReferences(t *testing.T) {
+	for name, raw := range map[string][][]byte{"scripted": scriptedStream(), "recorded pi": recordedPi(t)} {
+		t.Run(name, func(t *testing.T) {
+			var enc Encoder
+			var ch Chain
+			repeats := 0
+			for i, l := range raw {
+				c := enc.Encode(uint64(i+1), l)
+				entry, _ := ch.Pick(&c)
+				switch eventType(l) {
+				case "turn_end", "agent_end":
+					repeats++
+					if !bytes.HasPrefix(entry, []byte(`{"m":`)) || len(entry)*4 > len(l) {
+						t.Errorf("event %d (%d bytes) went as %d bytes: %.200s", i, len(l), len(entry), entry)
+					}
+				}
+			}
+			if repeats < 4 {
+				t.Fatalf("%d turn_end and agent_end events: the stream does not test references", repeats)
+			}
+		})
+	}
+}
+
+// A reference the server cannot resolve (a message it never got, one an
+// agent_end let go, a new connection) is refused, and nothing comes out.
+func TestReferenceToAMessageNotHeldIsRefused(t *testing.T) {
+	end := []byte(`[{"e":{"type":"message_end","message":{"role":"user","content":"hi"}}}]`)
+	turnEnd := []byte(`[{"m":{"type":"turn_end","message":null,"toolResults":[]},"r":[[[1],7]]}]`)
+	nothing := func(uint64, []byte, []byte) { t.Fatal("an event came out") }
+	rb := NewRebuilder(transport.MaxFrameBytes)
+	if err := rb.Rebuild("i-1", 8, nil, turnEnd, nothing); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("reference on a new connection: err = %v, want ErrNotHeld", err)
+	}
+	if err := rb.Rebuild("i-1", 7, nil, end, func(uint64, []byte, []byte) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Rebuild("i-2", 8, nil, turnEnd, nothing); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("reference to another worker's message: err = %v, want ErrNotHeld", err)
+	}
+	var got []byte
+	if err := rb.Rebuild("i-1", 8, nil, turnEnd, func(_ uint64, line, _ []byte) { got = line }); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"turn_end","message":{"role":"user","content":"hi"},"toolResults":[]}`; string(got) != want {
+		t.Fatalf("rebuilt %s, want %s", got, want)
+	}
+	for _, bad := range []string{
+		`[{"m":{"type":"turn_end","message":{}},"r":[[[1],7]]}]`,           // not a null
+		`[{"m":{"type":"turn_end","message":null},"r":[[[2],7]]}]`,         // off the line
+		`[{"m":{"type":"turn_end","message":null},"r":[[[1],7],[[1],7]]}]`, // twice
+		`[{"m":{"type":"turn_end","message":null},"r":[[[],7]]}]`,          // the line itself
+		`[{"m":{"type":"turn_end","message":null},"r":[[[1],-7]]}]`,        // not a seq
+		`[{"m":{"type":"turn_end","message":null},"r":[[[1],7]],"x":1}]`,   // unknown member
+		`[{"m":{"type":"turn_end","message":null},"r":[[[1]]]}]`,           // no seq
+	} {
+		if err := rb.Rebuild("i-1", 9, nil, []byte(bad), nothing); !errors.Is(err, ErrBadEntry) {
+			t.Errorf("%s: err = %v, want ErrBadEntry", bad, err)
+		}
+	}
+	// An agent_end lets go of everything the connection held.
+	agentEnd := []byte(`[{"m":{"type":"agent_end","messages":[null]},"r":[[[1,0],7]]}]`)
+	if err := rb.Rebuild("i-1", 10, nil, agentEnd, func(uint64, []byte, []byte) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Rebuild("i-1", 11, nil, turnEnd, nothing); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("reference after agent_end: err = %v, want ErrNotHeld", err)
+	}
+	// A reference that would make a line larger than a frame.
+	small := NewRebuilder(100)
+	big := []byte(`[{"e":{"type":"message_end","message":{"content":"` + strings.Repeat("x", 80) + `"}}}]`)
+	if err := small.Rebuild("i-1", 7, nil, big, func(uint64, []byte, []byte) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := small.Rebuild("i-1", 8, nil, []byte(`[{"m":{"type":"turn_end","a":null,"b":null},"r":[[[1],7],[[2],7]]}]`), nothing); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+// The agent and the server let go of the oldest messages of a long run
+// alike, so that the agent never refers to one the server dropped: a
+// turn_end repeating more than a connection holds refers to the newest
+// ones and carries the others as they are.
+func TestALongRunRefersOnlyToWhatTheServerHolds(t *testing.T) {
+	s := newPiStream()
+	s.event(ordered{{"type", "agent_start"}})
+	s.user("go")
+	for i := range heldCount + 40 {
+		s.toolResult(fmt.Sprintf("t%d", i), strings.Repeat("r", 100))
+	}
+	s.turnEnd() // past the count: the first 40 results go as they are
+	const big = 900 << 10
+	var bigs []json.RawMessage
+	for i := range 5 {
+		s.toolResult(fmt.Sprintf("big%d", i), strings.Repeat("B", big))
+		bigs = append(bigs, s.turn[0])
+		s.turnEnd()
+	}
+	// Past the bytes: the first big result is gone, the last is held.
+	s.turn = bigs[:1]
+	s.turnEnd()
+	s.turn = bigs[4:]
+	s.turnEnd()
+	got, wire := relay(t, s.lines, 1, nil)
+	checkSame(t, s.lines, got)
+	t.Logf("%d bytes of events, %d on the wire", rawSize(s.lines), wire)
+	var enc Encoder
+	var ch Chain
+	var refs []int
+	for i, l := range s.lines {
+		c := enc.Encode(uint64(i+1), l)
+		entry, _ := ch.Pick(&c)
+		if eventType(l) == "turn_end" {
+			var e struct{ R []json.RawMessage }
+			if err := json.Unmarshal(entry, &e); err != nil {
+				t.Fatal(err)
+			}
+			refs = append(refs, len(e.R))
+		}
+	}
+	if want := []int{heldCount, 1, 1, 1, 1, 1, 0, 1}; !slices.Equal(refs, want) {
+		t.Errorf("the turn_end events refer to %v messages, want %v", refs, want)
 	}
 }

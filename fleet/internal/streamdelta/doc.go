@@ -14,6 +14,11 @@
 // event out again exactly as pi wrote it, so every consumer sees what it
 // would have seen.
 //
+// pi also repeats finished messages: turn_end carries the turn's
+// messages again and agent_end every message of the run. To a server that
+// announces transport.CapabilityEventRefs those lines go as references to
+// the message_end events the connection carried before (held.go).
+//
 // The sending side is an Encoder per worker (it follows the worker's
 // stream), a Chain per connection and worker (what that connection can
 // decode) and a Batch that gathers consecutive updates into one

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
+
+	"example.com/pifleet/transport"
 )
 
 // Encoder codes one worker's stream of events (agent side). It holds the
@@ -14,6 +16,9 @@ type Encoder struct {
 	// ops coded base against its own predecessor (nil when it had none):
 	// the shape a short entry repeats.
 	ops []op
+	// done is the finished messages of the run so far, which a later
+	// line may refer to (msgs are spans of the worker's lines).
+	done held
 }
 
 // Coded is one event, coded for every kind of receiver. Which form a
@@ -27,6 +32,15 @@ type Coded struct {
 	short []byte // [delta, values…]; nil when the shape changed
 	// links says the event is a base for the next one.
 	links bool
+	// finished is the size of the message a message_end line finishes
+	// (0 for any other line): a connection that gets it holds it.
+	finished int
+	// tree and refs: a line that repeats finished messages, parsed, and
+	// where it does (a connection that holds them gets a reference).
+	tree *node
+	refs []found
+	// endsRun says the line is an agent_end.
+	endsRun bool
 }
 
 // Encode codes the event line of seq, a worker's next event in the stream
@@ -34,13 +48,29 @@ type Coded struct {
 // call, so line must not change (worker events never do).
 func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	c := Coded{Seq: seq, line: line}
+	if repeats(line) {
+		e.base, e.ops = nil, nil
+		if len(e.done.seqs) > 0 {
+			if n, err := parseTree(line); err == nil {
+				c.tree, c.refs = n, findHeld(&e.done, n, nil, nil)
+			}
+		}
+		if endsRun(line) {
+			c.endsRun = true
+			e.done.empty()
+		}
+		return c
+	}
 	u, ok := parseUpdate(line)
 	prev, prevOps, prevSeq := e.base, e.ops, e.baseSeq
 	e.base, e.ops = nil, nil
 	if !ok {
 		return c
 	}
-	if !u.ends() {
+	if u.ends() {
+		c.finished = len(u.partial.raw)
+		e.done.add(seq, c.finished, u.partial.raw, true)
+	} else {
 		c.links = true
 		e.base, e.baseSeq = u, seq
 	}
@@ -60,8 +90,9 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	return c
 }
 
-// Reset forgets the base: the next update is coded whole.
-func (e *Encoder) Reset() { e.base, e.ops = nil, nil }
+// Reset forgets the base and the finished messages: the next update is
+// coded whole.
+func (e *Encoder) Reset() { *e = Encoder{} }
 
 // diff appends to ops what turns a into b. Equal spans are skipped at
 // memory speed; strings that grew become appends.
@@ -234,6 +265,7 @@ type Chain struct {
 	seq   uint64
 	has   bool // the connection holds the event of seq as a base
 	shape bool // ... and the ops it was coded with
+	done  held // the finished messages the connection holds (sizes only)
 }
 
 // Codes reports whether Pick would code c (rather than send it whole).
@@ -243,6 +275,12 @@ func (ch *Chain) Codes(c *Coded) bool { return ch.has && ch.seq == c.base && c.d
 // got it. ok is false when the connection has no base for c: the entry is
 // then the whole event.
 func (ch *Chain) Pick(c *Coded) (entry []byte, coded bool) {
+	if c.tree != nil || c.endsRun {
+		return ch.pickRepeat(c), false
+	}
+	if c.finished > 0 {
+		defer ch.done.add(c.Seq, c.finished, nil, false)
+	}
 	prevOK, prevShape := ch.Codes(c), ch.shape
 	ch.seq, ch.has = c.Seq, c.links
 	switch {
@@ -256,6 +294,27 @@ func (ch *Chain) Pick(c *Coded) (entry []byte, coded bool) {
 		ch.shape = false
 		return wholeEntry(c.line), false
 	}
+}
+
+// pickRepeat returns the entry of a line that repeats finished messages:
+// references to those the connection holds, the rest as it is.
+func (ch *Chain) pickRepeat(c *Coded) []byte {
+	ch.has, ch.shape = false, false
+	var refs []found
+	for _, r := range c.refs {
+		if ch.done.at(r.seq) >= 0 {
+			refs = append(refs, r)
+		}
+	}
+	if c.endsRun {
+		ch.done.empty()
+	}
+	if refs == nil || len(c.line) > transport.MaxFrameBytes {
+		// Nothing to refer to, or a line no frame holds, which a server
+		// would not rebuild either.
+		return wholeEntry(c.line)
+	}
+	return refEntry(c.tree, refs)
 }
 
 // Reset forgets what the connection received: the next entry is whole.

@@ -41,9 +41,18 @@ func FuzzRebuild(f *testing.F) {
 	f.Add([]byte(`[{"u":{"type":"text_delta","delta":"x"},"o":[[[1,0,1],"d"],[[5],"k","\"n\"",{"a":[1]}],[[1],"a",[]]]},["y"]]`), true)
 	f.Add([]byte(`[{"e":{"type":"message_update"}},[""]]`), false)
 	f.Add([]byte(`[["y",1]]`), true)
+	// References to the message held (the message_end of seq 100), to one
+	// not held, and to a place that is not null.
+	f.Add([]byte(`[{"m":{"type":"turn_end","message":null,"toolResults":[null]},"r":[[[1],100],[[2,0],100]]}]`), false)
+	f.Add([]byte(`[{"m":{"type":"agent_end","messages":[null]},"r":[[[1,0],99]]},{"m":{"type":"agent_end","messages":[null]},"r":[[[1,0],100]]}]`), false)
+	f.Add([]byte(`[{"m":{"type":"turn_end","message":{}},"r":[[[1],100]]}]`), false)
 	f.Fuzz(func(t *testing.T, updates []byte, coded bool) {
 		const max = 1 << 16
 		rb := NewRebuilder(max)
+		end := `[{"e":{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"held"}]}}}]`
+		if err := rb.Rebuild("i", 100, nil, []byte(end), func(uint64, []byte, []byte) {}); err != nil {
+			t.Fatal(err)
+		}
 		if err := rb.Rebuild("i", 1, nil, base, func(uint64, []byte, []byte) {}); err != nil {
 			t.Fatal(err)
 		}
@@ -66,19 +75,30 @@ func FuzzRebuild(f *testing.F) {
 // FuzzRoundTrip streams arbitrary texts the way pi does: the server must
 // rebuild every event byte for byte.
 func FuzzRoundTrip(f *testing.F) {
-	f.Add("hello world, this is an answer", "ls -la", 16)
-	f.Add("\"\\\u2028\x01é🚀", "{\"a\":1}", 1)
-	f.Fuzz(func(t *testing.T, text, command string, n int) {
+	f.Add("hello world, this is an answer", "ls -la", 16, uint(1000))
+	f.Add("\"\\\u2028\x01é🚀", "{\"a\":1}", 1, uint(3))
+	f.Fuzz(func(t *testing.T, text, command string, n int, cut uint) {
 		if n <= 0 || n > 64 {
 			n = 16
 		}
 		s := newPiStream()
+		s.event(ordered{{"type", "agent_start"}})
+		s.user(command + text)
 		s.start()
 		s.text("thinking", command, n)
 		s.text("text", text, n)
 		s.toolCall("t1", "bash", ordered{{"command", command}, {"note", text}}, n)
 		s.end()
-		got, _ := relay(t, s.lines, 5, map[int]bool{len(s.lines) / 2: true})
+		s.toolResult("t1", text)
+		s.turnEnd()
+		s.start()
+		s.text("text", command, n)
+		s.end()
+		s.turnEnd()
+		s.agentEnd()
+		// The connection is replaced before one of the events (a
+		// reconnect): what the old one held is not referred to.
+		got, _ := relay(t, s.lines, 5, map[int]bool{int(cut % uint(len(s.lines)+1)): true})
 		if d := len(got) - len(s.lines); d != 0 {
 			t.Fatalf("%d events out of %d", len(got), len(s.lines))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"example.com/pifleet/transport"
 )
@@ -16,6 +17,7 @@ import (
 type Rebuilder struct {
 	max    int
 	chains map[string]*chain
+	done   map[string]*held // the finished messages held, per worker
 }
 
 type chain struct {
@@ -27,7 +29,7 @@ type chain struct {
 // NewRebuilder returns a Rebuilder whose events are at most maxLine bytes
 // (an event larger than a frame could not have been sent whole).
 func NewRebuilder(maxLine int) *Rebuilder {
-	return &Rebuilder{max: maxLine, chains: map[string]*chain{}}
+	return &Rebuilder{max: maxLine, chains: map[string]*chain{}, done: map[string]*held{}}
 }
 
 // RebuildFrame calls emit with each event of f, in order, as the event
@@ -55,6 +57,15 @@ func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(ev *tra
 	})
 }
 
+// wholeSeq reads a seq in a reference: digits only, at most 2^53.
+func wholeSeq(n *node) (uint64, bool) {
+	if n.kind != 0 || len(n.raw) == 0 || len(n.raw) > 16 || len(n.raw) > 1 && n.raw[0] == '0' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(n.raw), 10, 64)
+	return v, err == nil && v <= 1<<53
+}
+
 func wholeNumber(f float64) (uint64, bool) {
 	if f < 0 || f > 1<<53 || f != math.Trunc(f) {
 		return 0, false
@@ -63,7 +74,10 @@ func wholeNumber(f float64) (uint64, bool) {
 }
 
 // Forget drops the state of a worker (its instance ended).
-func (r *Rebuilder) Forget(instanceID string) { delete(r.chains, instanceID) }
+func (r *Rebuilder) Forget(instanceID string) {
+	delete(r.chains, instanceID)
+	delete(r.done, instanceID)
+}
 
 // Rebuild calls emit with each event coded in updates (a JSON array),
 // the first of seq, coded against the event of base when that is not nil
@@ -101,7 +115,7 @@ func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates
 				want = *base
 			}
 		}
-		if first && base != nil && bytes.HasPrefix(entry, []byte(`{"e":`)) {
+		if first && base != nil && (bytes.HasPrefix(entry, []byte(`{"e":`)) || bytes.HasPrefix(entry, []byte(`{"m":`))) {
 			return badEntry("base given for a whole update")
 		}
 		line, head, err := r.entry(instanceID, seq, want, entry)
@@ -118,7 +132,34 @@ func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates
 }
 
 // entry rebuilds one update; base is the seq it must be coded against.
+// What the connection holds of the worker's finished messages follows.
 func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (line, head []byte, err error) {
+	line, head, err = r.rebuildEntry(instanceID, seq, base, entry)
+	if err != nil {
+		return nil, nil, err
+	}
+	if endsRun(line) {
+		delete(r.done, instanceID)
+	}
+	return line, head, nil
+}
+
+// hold records the message of the message_end of seq.
+func (r *Rebuilder) hold(instanceID string, seq uint64, msg []byte) {
+	h := r.done[instanceID]
+	if h == nil {
+		h = &held{}
+		r.done[instanceID] = h
+	}
+	h.add(seq, len(msg), msg, true)
+}
+
+func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []byte) (line, head []byte, err error) {
+	if bytes.HasPrefix(entry, []byte(`{"m":`)) {
+		delete(r.chains, instanceID)
+		line, err = r.resolve(instanceID, entry)
+		return line, nil, err
+	}
 	if whole, ok := bytes.CutPrefix(entry, []byte(`{"e":`)); ok {
 		line = whole
 		if len(line) < 2 || line[len(line)-1] != '}' {
@@ -128,10 +169,15 @@ func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (li
 		if end, err := skipValue(line, 0); err != nil || end != len(line) {
 			return nil, nil, badEntry("whole update is not one JSON value")
 		}
-		if u, ok := parseUpdate(line); ok && !u.ends() {
+		u, ok := parseUpdate(line)
+		if ok && !u.ends() {
 			r.chains[instanceID] = &chain{seq: seq, u: u}
 		} else {
 			delete(r.chains, instanceID)
+		}
+		if ok && u.ends() {
+			// A copy: line is part of the frame.
+			r.hold(instanceID, seq, bytes.Clone(u.partial.raw))
 		}
 		return line, nil, nil
 	}
@@ -179,10 +225,60 @@ func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (li
 	}
 	if u.ends() {
 		delete(r.chains, instanceID)
+		// The message is the line's: {"type":"message_end","message":P}.
+		r.hold(instanceID, seq, line[len(line)-1-u.partial.size():len(line)-1])
 	} else {
 		ch.seq, ch.u, ch.ops = seq, u, ops
 	}
 	return line, head, nil
+}
+
+// resolve rebuilds a line that refers to finished messages,
+// {"m":template,"r":[[path,seq]…]}: each path leads to a null in the
+// template, where the message of the message_end of seq goes.
+func (r *Rebuilder) resolve(instanceID string, entry []byte) ([]byte, error) {
+	n, err := parseTree(entry)
+	if err != nil {
+		return nil, badEntry("%v", err)
+	}
+	if len(n.keys) != 2 || string(n.keys[0]) != `"m"` || string(n.keys[1]) != `"r"` || n.kids[0].kind != '{' || n.kids[1].kind != '[' {
+		return nil, badEntry(`a reference entry is {"m":line,"r":[…]}`)
+	}
+	tmpl, h, size := n.kids[0], r.done[instanceID], len(n.kids[0].raw)
+	for _, ref := range n.kids[1].kids {
+		if ref.kind != '[' || len(ref.kids) != 2 || ref.kids[0].kind != '[' {
+			return nil, badEntry("a reference is [path, seq]")
+		}
+		seq, ok := wholeSeq(ref.kids[1])
+		if !ok {
+			return nil, badEntry("a reference's seq is a whole number")
+		}
+		at := -1
+		if h != nil {
+			at = h.at(seq)
+		}
+		if at < 0 {
+			return nil, fmt.Errorf("%w: seq %d", ErrNotHeld, seq)
+		}
+		parent, i := (*node)(nil), -1
+		m := tmpl
+		for _, p := range ref.kids[0].kids {
+			j, ok := smallIndex(p)
+			if !ok || m.kind == 0 || j >= len(m.kids) {
+				return nil, badEntry("a reference's path leaves the line")
+			}
+			m.raw = nil // its span is stale from here on
+			parent, i, m = m, j, m.kids[j]
+		}
+		if parent == nil || m.kind != 0 || string(m.raw) != "null" {
+			return nil, badEntry("a reference's path leads to something else than null")
+		}
+		if size += len(h.msgs[at]) - len("null"); size > r.max {
+			return nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+		}
+		parent.kids[i] = &node{raw: h.msgs[at]}
+	}
+	return tmpl.appendTo(make([]byte, 0, size)), nil
 }
 
 // resolveRefs puts into the step the values refs ([[member, path]…])

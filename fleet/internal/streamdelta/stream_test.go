@@ -73,6 +73,8 @@ func (o ordered) without(k string) ordered {
 // message.
 type piStream struct {
 	lines   [][]byte
+	turn    []json.RawMessage // the messages finished in this turn
+	run     []json.RawMessage // ... and in this run
 	content []ordered
 	usage   ordered
 	extra   ordered // stopReason, errorMessage, … after the fixed fields
@@ -109,7 +111,56 @@ func (s *piStream) start() {
 	s.event(ordered{{"type", "message_start"}, {"message", s.partial()}})
 }
 
-func (s *piStream) end() { s.event(ordered{{"type", "message_end"}, {"message", s.partial()}}) }
+func (s *piStream) end() {
+	m := json.RawMessage(marshal(s.partial()))
+	s.finished(m)
+	s.event(ordered{{"type", "message_end"}, {"message", m}})
+}
+
+func (s *piStream) finished(m json.RawMessage) {
+	s.turn = append(s.turn, m)
+	s.run = append(s.run, m)
+}
+
+// user writes a user message's start and end, as pi does for a prompt.
+func (s *piStream) user(text string) {
+	m := json.RawMessage(marshal(ordered{{"role", "user"}, {"content", []any{ordered{{"type", "text"}, {"text", text}}}}, {"timestamp", 1795979567000}}))
+	s.event(ordered{{"type", "message_start"}, {"message", m}})
+	s.finished(m)
+	s.event(ordered{{"type", "message_end"}, {"message", m}})
+}
+
+// toolResult writes a tool result message, as pi does after a tool ran.
+func (s *piStream) toolResult(id, output string) {
+	m := json.RawMessage(marshal(ordered{{"role", "toolResult"}, {"toolCallId", id}, {"toolName", "bash"},
+		{"content", []any{ordered{{"type", "text"}, {"text", output}}}}, {"isError", false}, {"timestamp", 1795979567500}}))
+	s.event(ordered{{"type", "message_start"}, {"message", m}})
+	s.finished(m)
+	s.event(ordered{{"type", "message_end"}, {"message", m}})
+}
+
+// turnEnd writes turn_end: the turn's assistant message (the first one
+// finished after the user's) and its tool results, again.
+func (s *piStream) turnEnd() {
+	var msg json.RawMessage
+	results := []json.RawMessage{}
+	for _, m := range s.turn {
+		switch {
+		case strings.HasPrefix(string(m), `{"role":"assistant"`):
+			msg = m
+		case strings.HasPrefix(string(m), `{"role":"toolResult"`):
+			results = append(results, m)
+		}
+	}
+	s.event(ordered{{"type", "turn_end"}, {"message", msg}, {"toolResults", results}})
+	s.turn = nil
+}
+
+// agentEnd writes agent_end: every message of the run, again.
+func (s *piStream) agentEnd() {
+	s.event(ordered{{"type", "agent_end"}, {"messages", s.run}})
+	s.run, s.turn = nil, nil
+}
 
 // text streams a text (or thinking) block in chunks of n characters.
 func (s *piStream) text(kind, text string, n int) {
@@ -186,6 +237,7 @@ func answer(n int) string {
 func scriptedStream() [][]byte {
 	s := newPiStream()
 	s.event(ordered{{"type", "agent_start"}})
+	s.user("write a/b.go, " + answer(120))
 	s.start()
 	s.text("thinking", "Let me think about this carefully; the user wants \"x\".", 7)
 	s.text("text", answer(300), 16)
@@ -195,6 +247,9 @@ func scriptedStream() [][]byte {
 	s.end()
 	s.event(ordered{{"type", "tool_execution_start"}, {"toolCallId", "toolu_1"}, {"toolName", "write"}})
 	s.event(ordered{{"type", "tool_execution_end"}, {"toolCallId", "toolu_1"}, {"toolName", "write"}, {"isError", false}})
+	s.toolResult("toolu_1", "Successfully wrote 200 bytes to a/b.go")
+	s.toolResult("toolu_2", answer(70))
+	s.turnEnd()
 	s.extra = s.extra.with("stopReason", "stop")
 	s.start()
 	s.text("text", answer(90), 16)
@@ -211,7 +266,17 @@ func scriptedStream() [][]byte {
 	s.text("text", answer(40), 16)
 	s.extra = s.extra.with("stopReason", "aborted").with("errorMessage", "Request was aborted")
 	s.end()
-	s.event(ordered{{"type", "agent_end"}})
+	s.turnEnd()
+	s.agentEnd()
+	// A second run: what the first one held is gone.
+	s.event(ordered{{"type", "agent_start"}})
+	s.user("again")
+	s.extra = ordered{{"stopReason", "stop"}, {"timestamp", 1795979570000}}
+	s.start()
+	s.text("text", answer(60), 16)
+	s.end()
+	s.turnEnd()
+	s.agentEnd()
 	return s.lines
 }
 

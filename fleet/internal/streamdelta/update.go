@@ -175,6 +175,7 @@ var (
 	ErrNoBase   = errors.New("streamdelta: coded update without the event it is coded against")
 	ErrBadEntry = errors.New("streamdelta: malformed update")
 	ErrTooLarge = errors.New("streamdelta: rebuilt event larger than a frame")
+	ErrNotHeld  = errors.New("streamdelta: reference to a message the connection does not hold")
 )
 
 func badEntry(format string, args ...any) error {
