@@ -366,6 +366,7 @@ func (f *Fleet) persistLocked(t *task, inst *instance, withInstance bool) *serve
 	if t != nil {
 		tr = t.rec.Clone()
 		what, id = "task", t.rec.TaskID
+		t.writes++
 	}
 	p := f.queueLocked(func(tx *serverstore.Tx) error {
 		if t != nil {
@@ -392,5 +393,6 @@ func (f *Fleet) persistLocked(t *task, inst *instance, withInstance bool) *serve
 }
 
 // testHookPersist, set by the package's tests, hears of every record
-// write persistLocked queues (what is "task" or "instance").
+// write persistLocked queues (what is "task" or "instance") and of every
+// task_done record onTaskDone queues ("task_done").
 var testHookPersist atomic.Pointer[func(f *Fleet, what, id string)]

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
 )
 
@@ -105,5 +106,73 @@ func TestSpawnAnswersOnceItsRecordIsDurable(t *testing.T) {
 	}
 	if r.inst.ID() != id {
 		t.Errorf("Spawn answered %s, the record queued was %s's", r.inst.ID(), id)
+	}
+}
+
+// TestATaskDoneRecordedBehindAnAbortKeepsItsReport: a task_done whose
+// record waits in the write queue while the task is aborted: the record
+// lands first (it was decided first) and the abort's write of the task,
+// made from the fleet's copy that had not seen the report yet, lands
+// after it. The report must stay in the stored task (LastDone), or a
+// restart would forget the task ever finished.
+func TestATaskDoneRecordedBehindAnAbortKeepsItsReport(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	peer.mu.Lock()
+	peer.holdPrompts = true
+	peer.mu.Unlock()
+	task, err := inst.Submit(t.Context(), "fix the tests", fleet.PromptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextFrame[*transport.RPCFrame](t, peer) // the worker runs the task
+
+	queued := tf.PersistQueued(t)
+	release := tf.HoldWrites(t)
+	peer.send(peer.conn(), &transport.TaskDoneFrame{TaskID: task.ID(), InstanceID: inst.ID(), Seq: 1,
+		Status: transport.TaskSettled, Summary: "done", LastAssistantMessage: "done"})
+	waitQueued(t, queued, "task_done ")
+	aborted := make(chan error, 1)
+	go func() { aborted <- inst.Abort(t.Context()) }()
+	waitQueued(t, queued, "task "+task.ID())
+	release()
+	if err := <-aborted; err != nil {
+		t.Fatal(err)
+	}
+	if r := tf.report(t); r.TaskID != task.ID() {
+		t.Fatalf("report %+v", r)
+	}
+
+	if err := tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := serverstore.Open(tf.stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.GetTask(task.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.LastDone == nil || rec.LastDone.Summary != "done" {
+		t.Errorf("stored task %s (%s) lost its task_done: LastDone %+v", rec.TaskID, rec.State, rec.LastDone)
+	}
+}
+
+// waitQueued waits for a queued write whose description starts with
+// prefix.
+func waitQueued(t *testing.T, queued <-chan string, prefix string) {
+	t.Helper()
+	for {
+		select {
+		case w := <-queued:
+			if strings.HasPrefix(w, prefix) {
+				return
+			}
+		case <-t.Context().Done():
+			t.Fatalf("no write %q queued", prefix)
+		}
 	}
 }

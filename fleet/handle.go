@@ -244,6 +244,10 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		inst = nil // another agent's instance: the report is recorded, nothing moves
 	}
 	t := f.tasks[fr.TaskID]
+	var taskWrites uint64
+	if t != nil {
+		taskWrites = t.writes
+	}
 	review := false
 	var fallback serverstore.Task // never a blank record: the fleet's own copy if the store lost it
 	var taskNext TaskState
@@ -303,6 +307,9 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		}
 		return err
 	}, nil)
+	if h := testHookPersist.Load(); h != nil {
+		(*h)(f, "task_done", td.Key().String())
+	}
 	f.mu.Unlock()
 	if err := recorded.Wait(); err != nil {
 		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done not recorded; not acked (the agent re-sends)")
@@ -328,7 +335,18 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 		}
 		t.markDoneLocked()
 	}
+	var rewrite *serverstore.Pending
+	if t != nil && !rc.Duplicate && t.writes != taskWrites && t.rec.InstanceID == td.InstanceID {
+		// The task was written from the fleet's copy while the record
+		// waited (an abort, say), and that write, queued after the
+		// record, lands after it without the report: write the task
+		// again, with it.
+		rewrite = f.persistTaskLocked(t)
+	}
 	f.mu.Unlock()
+	if err := f.waitWritten(rewrite); err != nil {
+		f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; its task's record not rewritten with it")
+	}
 	if d != nil {
 		// What the record's outcome wrote is durable before the ack too.
 		if _, _, err := f.finishStep(d); err != nil {

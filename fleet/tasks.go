@@ -23,6 +23,9 @@ type task struct {
 	// task_done and never will have one (TaskFailed).
 	failed chan struct{}
 	err    error
+	// writes counts the writes of rec queued (persistLocked): a task_done
+	// record that sees it move while it waited writes the task again.
+	writes uint64
 }
 
 // failLocked ends the task's waiters with err.
