@@ -241,13 +241,16 @@ const (
 // example, only react to workerGone. Spawn states can only be reconciled
 // this way when spawn_progress accepted names the new instance id.
 //
-// Deliberately absent: stop during revising (a rejection is queued before
-// anything changes, so revising only holds a record of an older server
-// until the reconnect delivers its feedback, and stop needs that
-// connection); prompts,
-// aborts and stops while unreachable (nothing can be delivered: the SDK
-// refuses them); connectionLost from any state but idle and running (see
-// above).
+// Stop during revising: a rejection is queued as soon as it is recorded,
+// so a connected instance leaves revising at once; one restored from the
+// record of an older server stays there, its feedback pending, until the
+// reconnect's snapshot delivers it. A stop while the agent is connected
+// and the feedback not yet delivered ends the task stopped; the feedback
+// is never sent.
+//
+// Deliberately absent: prompts, aborts and stops while unreachable
+// (nothing can be delivered: the SDK refuses them); connectionLost from
+// any state but idle and running (see above).
 var InstanceTable = fsmkit.MustTable(fsmkit.Spec[InstanceState, InstanceEvent]{
 	Name:    "instance",
 	Initial: StateRequested,
@@ -281,7 +284,7 @@ var InstanceTable = fsmkit.MustTable(fsmkit.Spec[InstanceState, InstanceEvent]{
 		{Event: EventStopRequested, Src: []InstanceState{
 			StateRequested, StateSpawning, StateProvisioning, StateDegradedCache,
 			StateIdle, StateRunning, StateAccepted, StateAborting,
-			StateAwaitingReview, StateVerifying, StateEscalated,
+			StateAwaitingReview, StateVerifying, StateEscalated, StateRevising,
 		}, Dst: StateStopping},
 		{Event: EventStoppedGracefully, Src: []InstanceState{StateStopping}, Dst: StateStopped},
 		{Event: EventStoppedForced, Src: []InstanceState{StateStopping}, Dst: StateStopped},

@@ -68,6 +68,7 @@ func TestInstanceTableMatrix(t *testing.T) {
 		},
 		StateRevising: {
 			EventFeedbackDelivered: StateRunning,
+			EventStopRequested:     StateStopping,
 			EventWorkerGone:        StateStopped,
 		},
 		StateEscalated: {
@@ -143,6 +144,10 @@ func TestInstanceTableMatchesSeed(t *testing.T) {
 		fsmtest.Edge("awaiting_review", "stopping", "stopRequested"),
 		fsmtest.Edge("verifying", "stopping", "stopRequested"),
 		fsmtest.Edge("escalated", "stopping", "stopRequested"),
+		// A rejection restored from an older server's record waits in
+		// revising for the reconnect to deliver it; the user may stop the
+		// worker meanwhile instead.
+		fsmtest.Edge("revising", "stopping", "stopRequested"),
 		// Workers crash, are killed, or are lost with a restarting agent,
 		// in every state where one lives; the seed only covers this after
 		// a reconnect. A stop re-sent after a reconnect can also find the
