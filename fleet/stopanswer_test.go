@@ -1,0 +1,102 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport"
+)
+
+// A stop the agent refuses (an error other than unknown_instance, as when
+// the delivery before a task_accept with stop fails) is returned to the
+// caller with the agent's code and changes nothing: the instance stays
+// stopping, a second Stop is refused, and the stop is sent again after
+// the next reconnect, whose answer ends the instance.
+func TestAStopTheAgentRefusesIsSentAgainAfterTheReconnect(t *testing.T) {
+	tf, peer, proxy := proxiedFleet(t)
+	inst := spawn(t, tf, "box")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var stops atomic.Int32
+	peer.mu.Lock()
+	peer.script = func(_ *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool {
+		if _, ok := fr.(*transport.StopFrame); ok {
+			stops.Add(1)
+			if refuse.Load() {
+				reply(&transport.ErrorFrame{Code: "merge_conflict", Message: "conflict in main.go"})
+				return true
+			}
+		}
+		return false
+	}
+	peer.mu.Unlock()
+
+	err := inst.Stop(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "merge_conflict") {
+		t.Fatalf("Stop = %v, want the agent's merge_conflict", err)
+	}
+	if got := inst.State(); got != fleet.StateStopping {
+		t.Fatalf("after the refusal: %s, want stopping", got)
+	}
+	var se *fleet.StateError
+	if err := inst.Stop(t.Context()); !errors.As(err, &se) {
+		t.Errorf("a second Stop = %v, want a *StateError (already stopping)", err)
+	}
+
+	refuse.Store(false)
+	proxy.Cut()
+	tf.waitInstance(t, inst.ID(), fleet.StateStopped)
+	if n := stops.Load(); n != 2 {
+		t.Errorf("the agent got %d stops, want 2 (the refused one, and the one sent again after the reconnect)", n)
+	}
+	for _, st := range tf.Status(t.Context()).Instances {
+		if st.InstanceID == inst.ID() && st.EndReason != "" {
+			t.Errorf("end reason %q, want none (stopped as asked)", st.EndReason)
+		}
+	}
+}
+
+// A worker that dies while an RPC waits for its response releases the
+// caller at once with a *WorkerGoneError saying how it ended (as the
+// agent's exit notice tells), and the session file the notice names is
+// kept.
+func TestAnRPCWaitingWhenTheWorkerDiesGetsWorkerGone(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	peer.mu.Lock()
+	peer.holdGetState = true
+	peer.mu.Unlock()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := inst.GetState(context.WithoutCancel(t.Context()))
+		errc <- err
+	}()
+	<-peer.getStateHeld
+
+	code := 3.0
+	peer.send(peer.conn(), &transport.WorkerExitedFrame{InstanceID: inst.ID(), ExitCode: &code, Expected: true,
+		State: transport.InstanceExited, SessionPath: "/s/w1.jsonl"})
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GetState still waits after the worker died")
+	}
+	var gone *fleet.WorkerGoneError
+	if !errors.As(err, &gone) || gone.InstanceID != inst.ID() || gone.Reason != "exited with code 3 (stopped by another server)" {
+		t.Fatalf("GetState = %v, want a *WorkerGoneError: exited with code 3 (stopped by another server)", err)
+	}
+	if got := inst.State(); got != fleet.StateStopped {
+		t.Errorf("after the notice: %s, want stopped", got)
+	}
+	if got := inst.SessionPath(); got != "/s/w1.jsonl" {
+		t.Errorf("SessionPath = %q, want the notice's", got)
+	}
+	peer.releaseGetState()
+}
