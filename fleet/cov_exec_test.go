@@ -241,3 +241,49 @@ func TestWaitOfAnEndedExecutionIgnoresItsContext(t *testing.T) {
 		}
 	}
 }
+
+// A command whose start the caller stopped waiting for is not left
+// running: when the agent's exec_started comes after the caller gave up,
+// the fleet aborts the command.
+func TestAnExecTheCallerGaveUpOnIsAbortedWhenItStarts(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	starts := make(chan func(), 1)
+	aborts := make(chan string, 1)
+	peer.mu.Lock()
+	peer.caps = []string{transport.CapabilityExec}
+	peer.script = func(_ *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool {
+		switch fr := fr.(type) {
+		case *transport.ExecStartFrame:
+			starts <- func() { reply(&transport.ExecStartedFrame{ExecID: "x-late"}) }
+			return true
+		case *transport.ExecAbortFrame:
+			aborts <- fr.ExecID
+			reply(&transport.ExecAbortedFrame{ExecID: fr.ExecID})
+			return true
+		}
+		return false
+	}
+	peer.mu.Unlock()
+	tf := newTestFleet(t, peer)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tf.Exec(ctx, "box", fleet.ExecRequest{Argv: []string{"make"}, Cwd: "/w"})
+		errc <- err
+	}()
+	start := <-starts
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec whose caller gave up = %v, want context.Canceled", err)
+	}
+	start()
+	select {
+	case id := <-aborts:
+		if id != "x-late" {
+			t.Errorf("exec_abort of %q, want the late command x-late", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command that started after its caller gave up was left running")
+	}
+}
