@@ -287,3 +287,68 @@ func TestAnExecTheCallerGaveUpOnIsAbortedWhenItStarts(t *testing.T) {
 		t.Fatal("the command that started after its caller gave up was left running")
 	}
 }
+
+// A slow OnOutput holds up only its own execution, and what waits for it
+// is bounded: beyond 8 MiB the oldest chunks are dropped, and the next
+// chunk it gets counts them. Every chunk is either delivered, in order,
+// or counted.
+func TestASlowOnOutputLosesTheOldestChunksAndIsToldHowMany(t *testing.T) {
+	const chunk, n = 150 << 10, 61 // chunks 1..60 are 9 MiB: more than can wait
+	peer := newTestAgentPeer(t, "box", true)
+	onStart, blocked, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	data := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{'o'}, chunk))
+	peer.mu.Lock()
+	peer.caps = []string{transport.CapabilityExec}
+	peer.script = func(c *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool {
+		if _, ok := fr.(*transport.ExecStartFrame); !ok {
+			return false
+		}
+		reply(&transport.ExecStartedFrame{ExecID: "x-flood"})
+		go func() {
+			<-onStart
+			for seq := range n {
+				if seq == 1 {
+					<-blocked // the callback holds chunk 0: the rest must wait
+				}
+				peer.send(c, &transport.ExecOutputFrame{ExecID: "x-flood", Seq: float64(seq), Stream: transport.Stdout, Base64: data})
+			}
+			code := 0.0
+			peer.send(c, &transport.ExecExitFrame{ExecID: "x-flood", ExitCode: &code})
+		}()
+		return true
+	}
+	peer.mu.Unlock()
+	tf := newTestFleet(t, peer)
+
+	var got []fleet.ExecChunk
+	x, err := tf.Exec(t.Context(), "box", fleet.ExecRequest{Argv: []string{"flood"}, Cwd: "/w",
+		OnStart: func(string) { close(onStart) },
+		OnOutput: func(c fleet.ExecChunk) {
+			if len(got) == 0 {
+				close(blocked)
+				<-release
+			}
+			got = append(got, fleet.ExecChunk{Seq: c.Seq, Dropped: c.Dropped})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-x.Done() // every chunk and the exit arrived while the callback was held
+	close(release)
+	if _, err := x.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	dropped, next := 0, 0
+	for _, c := range got {
+		if c.Seq != next+c.Dropped {
+			t.Fatalf("chunk %d after %d with %d dropped: %v", c.Seq, next-1, c.Dropped, got)
+		}
+		dropped += c.Dropped
+		next = c.Seq + 1
+	}
+	if next != n || dropped == 0 || (len(got)-1)*chunk > 8<<20 {
+		t.Errorf("%d chunks delivered, %d dropped, last %d: want the last chunk, some dropped, at most 8 MiB waiting",
+			len(got), dropped, next-1)
+	}
+}

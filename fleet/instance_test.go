@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,4 +101,36 @@ func TestAnRPCWaitingWhenTheWorkerDiesGetsWorkerGone(t *testing.T) {
 		t.Errorf("SessionPath = %q, want the notice's", got)
 	}
 	peer.releaseGetState()
+}
+
+// Output's tail is the instance's last TailBuffer events, oldest first,
+// once more have come than it keeps.
+func TestOutputKeepsTheLastEventsInOrder(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	peer.updates = 5
+	reg := t.TempDir()
+	publish(t, reg, "default", `{}`)
+	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}}, fleet.WithTailBuffer(4))
+	tf.waitAgent(t, "box", transport.StateEstablished)
+	inst := spawn(t, tf, "box")
+	if _, err := inst.Prompt(t.Context(), "go", fleet.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// agent_start, 5 message_update, message_end, agent_end,
+	// agent_settled, then the get_state response Output asks for.
+	out, err := inst.Output(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, raw := range out.Tail {
+		var ev struct{ Type string }
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+	}
+	if want := []string{"message_end", "agent_end", "agent_settled", "response"}; !slices.Equal(types, want) {
+		t.Errorf("tail %v, want %v", types, want)
+	}
 }
