@@ -42,6 +42,9 @@ type coreView struct {
 	// RunStarted: the worker started a run (agent_start) since the open
 	// task's prompt or feedback was sent.
 	RunStarted bool
+	// RunInFlight: a prompt (tracked or not) waits to settle; its Run is
+	// the driver's.
+	RunInFlight bool
 	// ReplayIncomplete: the last reconnect's replay of the agent's events
 	// did not cover everything since the open task's prompt was sent (the
 	// agent's bounded ring dropped some, or the replay failed): an
@@ -54,6 +57,7 @@ type inputKind string
 
 const (
 	inSubmit       inputKind = "submit"        // SDK Submit: TaskID
+	inPrompt       inputKind = "prompt"        // SDK Prompt, PromptAsync: an untracked prompt
 	inTaskDone     inputKind = "task_done"     // frame: TaskID
 	inRecorded     inputKind = "recorded"      // the task_done is durable: TaskID, Duplicate
 	inReview       inputKind = "review"        // SDK StartReview
@@ -136,10 +140,11 @@ const (
 
 // Frames the core asks for (effect.Frame).
 const (
-	frPrompt         = "prompt"          // the tracked prompt
-	frTaskAccept     = "task_accept"     // with Disposition
-	frTaskReject     = "task_reject"     // the feedback, pifleet agents
-	frRevisionPrompt = "revision_prompt" // the feedback as a tracked prompt, TypeScript agents
+	frPrompt         = "prompt"           // the tracked prompt
+	frUntracked      = "untracked_prompt" // a prompt that opens no task
+	frTaskAccept     = "task_accept"      // with Disposition
+	frTaskReject     = "task_reject"      // the feedback, pifleet agents
+	frRevisionPrompt = "revision_prompt"  // the feedback as a tracked prompt, TypeScript agents
 	frAbort          = "abort"
 	frStop           = "stop"
 )
@@ -414,6 +419,22 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 		p.add(effect{Kind: fxPersist, Task: true}) // Submit returns only once the task is durable
 		p.send(frPrompt)
 		p.instance(EventPromptDelivered)
+
+	case inPrompt:
+		// One prompt at a time. In a review state the prompt asks the
+		// worker for evidence and moves nothing.
+		if v.RunInFlight {
+			return nil, false
+		}
+		switch v.Instance {
+		case StateIdle:
+			p.send(frUntracked)
+			p.instance(EventPromptDelivered)
+		case StateAwaitingReview, StateVerifying, StateEscalated:
+			p.send(frUntracked)
+		default:
+			return nil, false
+		}
 
 	case inTaskDone:
 		review := v.TaskID == in.TaskID && in.TaskID != "" &&

@@ -133,6 +133,8 @@ func parseView(s string) (coreView, error) {
 			v.RunStarted = true
 		case "incomplete":
 			v.ReplayIncomplete = true
+		case "inflight":
+			v.RunInFlight = true
 		default:
 			return v, fmt.Errorf("unknown view field %q", f)
 		}
@@ -152,7 +154,7 @@ func formatView(v coreView) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}, {v.ReplayIncomplete, "incomplete"}} {
+	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}, {v.ReplayIncomplete, "incomplete"}, {v.RunInFlight, "inflight"}} {
 		if f.on {
 			s += " " + f.name
 		}
@@ -202,7 +204,7 @@ func parseInput(s string) (coreInput, error) {
 		in.SessionPath = sessionArg(args)
 	case inStopRefused:
 		in.Code = arg(0)
-	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost:
+	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost, inPrompt:
 	default:
 		return in, fmt.Errorf("unknown input %q", kind)
 	}
@@ -223,7 +225,7 @@ func sessionArg(args []string) string {
 // only edges of the tables, each from the state the previous one left.
 func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 	inputs := []coreInput{
-		{Kind: inSubmit, TaskID: "t"}, {Kind: inTaskDone, TaskID: "t"}, {Kind: inRecorded, TaskID: "t", Review: true},
+		{Kind: inSubmit, TaskID: "t"}, {Kind: inPrompt}, {Kind: inTaskDone, TaskID: "t"}, {Kind: inRecorded, TaskID: "t", Review: true},
 		{Kind: inRecorded, TaskID: "t", Duplicate: true}, {Kind: inReview},
 		{Kind: inAccept, Disposition: transport.DispositionKeepIdle, By: "application"},
 		{Kind: inAccept, Disposition: transport.DispositionStop, By: "application"},
@@ -237,9 +239,9 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 	tasks := append([]TaskState{""}, TaskTable.States()...)
 	for _, is := range InstanceTable.States() {
 		for _, ts := range tasks {
-			for flags := range 16 {
+			for flags := range 32 {
 				v := coreView{Instance: is, Task: ts, Connected: flags&1 != 0, Pifleet: flags&2 != 0,
-					FeedbackPending: flags&4 != 0, RunStarted: flags&8 != 0, MaxRejects: 1}
+					FeedbackPending: flags&4 != 0, RunStarted: flags&8 != 0, RunInFlight: flags&16 != 0, MaxRejects: 1}
 				if ts != "" {
 					v.TaskID = "t"
 				}

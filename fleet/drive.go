@@ -37,7 +37,8 @@ import (
 
 // viewLocked is the core's view of inst. f.mu must be held.
 func (f *Fleet) viewLocked(inst *instance) coreView {
-	v := coreView{Instance: inst.m.State(), TaskID: inst.openTask, RunStarted: inst.runStarted, ReplayIncomplete: inst.replayIncomplete}
+	v := coreView{Instance: inst.m.State(), TaskID: inst.openTask, RunStarted: inst.runStarted, ReplayIncomplete: inst.replayIncomplete,
+		RunInFlight: inst.run != nil}
 	if a := f.agents[inst.agent]; a != nil {
 		v.Connected = a.conn != nil
 		v.Pifleet = a.pifleet
@@ -304,6 +305,10 @@ func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 		r, err := f.startRunLocked(inst, c, d.prompt, t.rec.TaskID, d.opts)
 		d.run = r
 		inst.runStarted = false
+		return nil, err
+	case frUntracked:
+		r, err := f.startRunLocked(inst, c, d.prompt, "", d.opts)
+		d.run = r
 		return nil, err
 	case frAbort:
 		return nil, f.sendAbortLocked(inst, c)

@@ -611,26 +611,23 @@ func (f *Fleet) prompt(ctx context.Context, id, text string, opts PromptOptions)
 }
 
 func (f *Fleet) promptLocked(id, text string, opts PromptOptions) (*Run, error) {
-	inst, _, c, err := f.lookupLocked(id, trust.OpSteer)
+	inst, a, c, err := f.lookupLocked(id, trust.OpSteer)
 	if err != nil {
 		return nil, err
 	}
-	st := inst.m.State()
-	review := st == StateAwaitingReview || st == StateVerifying || st == StateEscalated
-	if !inst.m.Can(EventPromptDelivered) && !review {
-		return nil, &StateError{Kind: "instance", ID: id, State: string(st), Op: "prompt"}
+	d := &drive{inst: inst, a: a, c: c, prompt: text, opts: opts}
+	_, _, ok, err := f.stepLocked(d, coreInput{Kind: inPrompt})
+	if !ok {
+		st := string(inst.m.State())
+		if inst.run != nil {
+			st += " (a prompt is in flight)"
+		}
+		return nil, &StateError{Kind: "instance", ID: id, State: st, Op: "prompt"}
 	}
-	if inst.run != nil {
-		return nil, &StateError{Kind: "instance", ID: id, State: string(st) + " (a prompt is in flight)", Op: "prompt"}
-	}
-	r, err := f.startRunLocked(inst, c, text, "", opts)
 	if err != nil {
 		return nil, err
 	}
-	if !review {
-		f.fireLocked(inst, EventPromptDelivered, nil)
-	}
-	return r, nil
+	return d.run, nil
 }
 
 // startRunLocked sends a prompt (tracked with taskID, or not) and starts
