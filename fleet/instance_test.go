@@ -134,3 +134,31 @@ func TestOutputKeepsTheLastEventsInOrder(t *testing.T) {
 		t.Errorf("tail %v, want %v", types, want)
 	}
 }
+
+// The agent's exit notice says in words how the worker ended, and the
+// instance's end reason shows it.
+func TestAnExitNoticeSaysHowTheWorkerEnded(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	code := 2.0
+	for _, c := range []struct {
+		notice transport.WorkerExitedFrame
+		want   string
+	}{
+		{transport.WorkerExitedFrame{ExitCode: &code, State: transport.InstanceExited}, "exited with code 2"},
+		{transport.WorkerExitedFrame{Signal: "KILL", State: transport.InstanceExited}, "killed by signal KILL"},
+		{transport.WorkerExitedFrame{Lost: true, State: transport.InstanceLost}, "its shim was lost"},
+		{transport.WorkerExitedFrame{State: transport.InstanceStopped, Expected: true}, "agent reports it stopped (stopped by another server)"},
+	} {
+		inst := spawn(t, tf, "box")
+		n := c.notice
+		n.InstanceID = inst.ID()
+		peer.send(peer.conn(), &n)
+		tf.waitInstance(t, inst.ID(), fleet.StateStopped)
+		for _, st := range tf.Status(t.Context()).Instances {
+			if st.InstanceID == inst.ID() && st.EndReason != "worker gone: "+c.want {
+				t.Errorf("end reason %q, want %q", st.EndReason, "worker gone: "+c.want)
+			}
+		}
+	}
+}
