@@ -153,7 +153,7 @@ func TestWebPageInFirefox(t *testing.T) {
 			t.Errorf("%s is %d px wide on a %d px screen", view.nav, w[0], w[1])
 		}
 	}
-	f.Shot("firefox-phone-review")
+	f.Shot("firefox-phone")
 	task := ""
 	eval("the task", `document.querySelector('article.review').dataset.task`, &task)
 	review := `article.review[data-task="` + task + `"]`
