@@ -385,8 +385,8 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	a.connectedAt = f.cfg.Now()
 	a.lastErr = ""
 	var known []*instance
-	for _, inst := range f.instances {
-		if inst.agent == a.name && !InstanceTable.IsFinal(inst.m.State()) {
+	for _, inst := range f.byAgent[a.name] {
+		if !InstanceTable.IsFinal(inst.m.State()) {
 			known = append(known, inst)
 		}
 	}
@@ -400,21 +400,25 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 		handle(fr)
 	}
 	c.SetHandler(handle)
-	go func() {
-		defer f.wg.Done()
-		select {
-		case <-c.Done():
-		case <-f.ctx.Done():
-			_ = c.Close()
-			<-c.Done()
-		}
-		f.connectionLost(a, c)
-	}()
+	go f.watchLoss(a, c)
 	go func() {
 		defer f.wg.Done()
 		f.reconcile(a, c, known)
 	}()
 	return nil
+}
+
+// watchLoss waits until c closes (or closes it when the fleet closes),
+// then handles its loss. f.wg was added for it.
+func (f *Fleet) watchLoss(a *agentState, c *transport.Conn) {
+	defer f.wg.Done()
+	select {
+	case <-c.Done():
+	case <-f.ctx.Done():
+		_ = c.Close()
+		<-c.Done()
+	}
+	f.connectionLost(a, c)
 }
 
 // connectionLost runs once per connection when it closed: the agent goes
@@ -432,10 +436,8 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 	if !closing {
 		f.fireConnLocked(a, transport.EventConnectionLost, c.Err())
 	}
-	for _, inst := range f.instances {
-		if inst.agent == a.name {
-			f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
-		}
+	for _, inst := range f.byAgent[a.name] {
+		f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
 	}
 	for id, w := range a.waiters {
 		close(w.ch)

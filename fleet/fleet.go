@@ -84,8 +84,12 @@ type Fleet struct {
 	state     lifecycle
 	agents    map[string]*agentState
 	instances map[string]*instance
-	tasks     map[string]*task
-	sessions  map[string]*session.Projection // per agent name
+	// byAgent indexes instances by agent name, so that a connection's
+	// loss or return touches its own agent's instances only
+	// (addInstanceLocked keeps both).
+	byAgent  map[string]map[string]*instance
+	tasks    map[string]*task
+	sessions map[string]*session.Projection // per agent name
 	// heads are the HEADs last seen of baselines' repositories, by
 	// machine and cwd (staleness flags).
 	heads map[string]string
@@ -182,6 +186,7 @@ func New(opts ...Option) (*Fleet, error) {
 		agents:        map[string]*agentState{},
 		agentsChanged: make(chan struct{}),
 		instances:     map[string]*instance{},
+		byAgent:       map[string]map[string]*instance{},
 		tasks:         map[string]*task{},
 		subs:          newSubscribers(cfg.Now),
 		notify:        newNotifyQueue(),
@@ -222,7 +227,7 @@ func (f *Fleet) restore() error {
 		if InstanceTable.IsFinal(m.State()) {
 			close(inst.ended)
 		}
-		f.instances[rec.InstanceID] = inst
+		f.addInstanceLocked(inst)
 		if _, ok := f.agents[rec.Machine]; !ok {
 			f.agents[rec.Machine] = newAgentState(rec.Machine, nil, sourceRestored)
 		}
@@ -526,6 +531,21 @@ func (f *Fleet) newTaskID() string {
 func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
 
 // ---- the instance machine ----
+
+// addInstanceLocked registers inst under its id, in the fleet and in its
+// agent's index. f.mu must be held (or the fleet not yet shared).
+func (f *Fleet) addInstanceLocked(inst *instance) {
+	if old := f.instances[inst.id]; old != nil && old.agent != inst.agent {
+		delete(f.byAgent[old.agent], inst.id)
+	}
+	f.instances[inst.id] = inst
+	of := f.byAgent[inst.agent]
+	if of == nil {
+		of = map[string]*instance{}
+		f.byAgent[inst.agent] = of
+	}
+	of[inst.id] = inst
+}
 
 // fireLocked fires ev on inst, persists the new state and publishes the
 // change. A stale event is logged and dropped (false). f.mu must be held.

@@ -493,7 +493,7 @@ func (f *Fleet) spawnAnswerWhileStoppingLocked(a *agentState, inst *instance, an
 	inst.id = sp.Instance.InstanceID
 	inst.rec.InstanceID = sp.Instance.InstanceID
 	inst.rec.SessionPath = sp.Instance.SessionPath
-	f.instances[inst.id] = inst
+	f.addInstanceLocked(inst)
 	f.persistInstanceLocked(inst)
 	if _, err := f.sendStopLocked(inst, a, a.conn); err != nil {
 		// Sent again after the reconnect (stopping, InstanceTable).
@@ -523,7 +523,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 	if inst.m.State() == StateSpawning {
 		f.fireLocked(inst, EventProvisioningStarted, nil)
 	}
-	f.instances[inst.id] = inst
+	f.addInstanceLocked(inst)
 	f.annotateSpawnedLocked(inst)
 	f.fireLocked(inst, EventSpawned, nil)
 	for _, ev := range a.orphans[inst.id] {

@@ -661,8 +661,8 @@ func (f *Fleet) pause(d time.Duration) bool {
 // mirrored to their end.
 func (f *Fleet) catchUpAgentLocked(agent string) func() {
 	var ids []string
-	for _, inst := range f.instances {
-		if inst.agent == agent && inst.id != "" && inst.rec.SessionPath != "" && !inst.rec.MirrorDone {
+	for _, inst := range f.byAgent[agent] {
+		if inst.id != "" && inst.rec.SessionPath != "" && !inst.rec.MirrorDone {
 			ids = append(ids, inst.id)
 		}
 	}
