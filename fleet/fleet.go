@@ -54,10 +54,16 @@ type Fleet struct {
 	// in this order (a lock may be taken while holding the ones above it,
 	// never the other way round):
 	//
-	//  1. mu: the lifecycle, the agents and their connections, the
-	//     instances and tasks, the session projections and heads.
-	//  2. subs (subscribe.go): the subscriptions. Changes are published
+	//  1. agentState.catchUp: one agent's session catch-ups, one at a
+	//     time (held across the agent's requests).
+	//  2. mu: the lifecycle, the agents and their connections, the
+	//     instances and tasks, the session projections and heads, the
+	//     catch-ups running.
+	//  3. mirrors (mirrors.go): the open session mirrors.
+	//  4. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
+	//
+	// mirrors and subs take no other lock.
 	//
 	// notify (notify.go), the task_done reports waiting for the
 	// application, keysMu and randMu guard what they are named after and
@@ -101,8 +107,7 @@ type Fleet struct {
 	regURL        string
 	inboundAddr   string
 
-	mirrorMu sync.Mutex
-	mirrors  map[string]*session.Mirror // by machine and session path
+	mirrors *mirrorSet
 	// catching marks the instances whose catch-up runs (under mu); true
 	// asks it to run once more.
 	catching map[string]bool
@@ -180,7 +185,7 @@ func New(opts ...Option) (*Fleet, error) {
 		keys:          ring,
 		sessions:      map[string]*session.Projection{},
 		heads:         map[string]string{},
-		mirrors:       map[string]*session.Mirror{},
+		mirrors:       newMirrorSet(cfg.StateDir, cfg.Logger),
 		catching:      map[string]bool{},
 		rand:          cfg.Rand,
 		agents:        map[string]*agentState{},
@@ -491,7 +496,7 @@ func (f *Fleet) Close() error {
 		}
 		f.notify.close()
 		f.wg.Wait()
-		f.closeMirrors()
+		f.mirrors.close()
 		f.mu.Lock()
 		for name := range f.sessions { // incremental reports are kept in memory only
 			f.persistProjectionLocked(name)

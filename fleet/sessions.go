@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -513,48 +509,6 @@ func (f *Fleet) Resume(ctx context.Context, ref string, opts ResumeOptions) (*In
 }
 
 // ---- entry mirrors and catch-up (seed §9 catch_up, AC-3.5.7) ----
-
-// MirrorPath returns the file where the fleet mirrors the entries of the
-// session at path on machine.
-func (f *Fleet) MirrorPath(machine, path string) string {
-	return filepath.Join(f.cfg.StateDir, "sessions", url.PathEscape(machine), url.PathEscape(filepath.Base(path)))
-}
-
-func (f *Fleet) mirror(machine, path string) (*session.Mirror, error) {
-	key := machine + "\x00" + path
-	f.mirrorMu.Lock()
-	defer f.mirrorMu.Unlock()
-	if m := f.mirrors[key]; m != nil {
-		return m, nil
-	}
-	mp := f.MirrorPath(machine, path)
-	m, err := session.OpenMirror(mp)
-	if err != nil {
-		var le *session.LineError
-		if !errors.As(err, &le) {
-			return nil, err
-		}
-		// Damaged: start it again from the agent's file.
-		f.log.Warn().Err(err).Str("mirror", mp).Msg("session mirror damaged; fetching it again")
-		if err := os.Remove(mp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
-		}
-		if m, err = session.OpenMirror(mp); err != nil {
-			return nil, err
-		}
-	}
-	f.mirrors[key] = m
-	return m, nil
-}
-
-func (f *Fleet) closeMirrors() {
-	f.mirrorMu.Lock()
-	defer f.mirrorMu.Unlock()
-	for k, m := range f.mirrors {
-		_ = m.Close()
-		delete(f.mirrors, k)
-	}
-}
 
 // scheduleCatchUp mirrors, in the background and after delay, the
 // entries the sessions of the instances ids gained since their last
