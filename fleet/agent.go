@@ -506,10 +506,7 @@ func (f *Fleet) startInbound() error {
 	if err != nil {
 		return fmt.Errorf("fleet: inbound listener: %w", err)
 	}
-	f.mu.Lock()
-	f.listeners = append(f.listeners, ln)
-	f.inboundAddr = ln.Addr().String()
-	f.mu.Unlock()
+	f.ends.addInbound(ln)
 	var admitted sync.Map // remote AddrPort → identity
 	srv := &transport.Server{
 		Gate: func(ctx context.Context, remote netip.AddrPort) error {
@@ -556,11 +553,7 @@ func (f *Fleet) startInbound() error {
 
 // InboundAddr returns the address agents dial in at ("" without
 // Config.InboundListen, or before Start).
-func (f *Fleet) InboundAddr() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.inboundAddr
-}
+func (f *Fleet) InboundAddr() string { return f.ends.inbound() }
 
 // inboundGate runs before a byte is sent to an agent that dials in: who
 // is it (whois), and is its machine denied already (refused at once, as

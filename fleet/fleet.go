@@ -59,11 +59,13 @@ type Fleet struct {
 	//  2. mu: the lifecycle, the agents and their connections, the
 	//     instances and tasks, the session projections and heads, the
 	//     catch-ups running.
-	//  3. mirrors (mirrors.go): the open session mirrors.
+	//  3. mirrors (mirrors.go): the open session mirrors; ends
+	//     (endpoints.go): the listeners and the addresses they are
+	//     reached at.
 	//  4. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
 	//
-	// mirrors and subs take no other lock.
+	// mirrors, ends and subs take no other lock.
 	//
 	// notify (notify.go), the task_done reports waiting for the
 	// application, keysMu and randMu guard what they are named after and
@@ -78,6 +80,7 @@ type Fleet struct {
 	keys   *auth.KeyRing
 	reg    *registry.Server
 	subs   *subscribers
+	ends   endpoints
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,10 +105,6 @@ type Fleet struct {
 	// agentsChanged is closed (and replaced) whenever an agent is added
 	// or its connection changes state: WaitAgent waits on it.
 	agentsChanged chan struct{}
-	listeners     []net.Listener
-	httpSrv       *http.Server
-	regURL        string
-	inboundAddr   string
 
 	mirrors *mirrorSet
 	// catching marks the instances whose catch-up runs (under mu); true
@@ -366,7 +365,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 			return err
 		}
 	} else {
-		f.regURL = f.cfg.RegistryURL
+		f.ends.setRegistry(nil, f.cfg.RegistryURL)
 	}
 	if f.cfg.InboundListen != "" {
 		if err := f.startInbound(); err != nil {
@@ -397,13 +396,11 @@ func (f *Fleet) startRegistry() error {
 		return fmt.Errorf("fleet: registry listener: %w", err)
 	}
 	srv := &http.Server{Handler: f.reg, ReadHeaderTimeout: 10 * time.Second}
-	f.mu.Lock()
-	f.httpSrv = srv
-	f.regURL = f.cfg.RegistryURL
-	if f.regURL == "" {
-		f.regURL = "http://" + ln.Addr().String()
+	url := f.cfg.RegistryURL
+	if url == "" {
+		url = "http://" + ln.Addr().String()
 	}
-	f.mu.Unlock()
+	f.ends.setRegistry(srv, url)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
@@ -424,11 +421,7 @@ func (f *Fleet) RegistryHandler() http.Handler {
 }
 
 // RegistryURL returns the URL agents fetch bundles from.
-func (f *Fleet) RegistryURL() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.regURL
-}
+func (f *Fleet) RegistryURL() string { return f.ends.registryURL() }
 
 // Trust returns the trust store (trust list / trust set). After changing
 // a rejected machine's policy call Retry so that it is dialled again.
@@ -477,8 +470,7 @@ func (f *Fleet) Close() error {
 				f.fireConnLocked(a, transport.EventClose, nil)
 			}
 		}
-		lns := f.listeners
-		srv := f.httpSrv
+		lns, srv := f.ends.closers()
 		f.subs.close()
 		f.agentsChangedLocked()
 		f.mu.Unlock()

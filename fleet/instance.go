@@ -344,9 +344,9 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		f.mu.Unlock()
 		return nil, err // an agent that ignored it would run the worker in the user's tree
 	}
-	if f.regURL != "" {
+	if url := f.ends.registryURL(); url != "" {
 		if _, set := env["PI_FLEET_SERVER"]; !set {
-			env["PI_FLEET_SERVER"] = f.regURL
+			env["PI_FLEET_SERVER"] = url
 		}
 	}
 	rec := serverstore.Instance{Machine: machine, Cwd: cwd, Bundle: bundleName, BundleHash: man.BundleHash,
