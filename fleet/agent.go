@@ -93,14 +93,19 @@ func (a *agentState) platform() string {
 // fireConnLocked moves a's connection machine. f.mu must be held.
 func (f *Fleet) fireConnLocked(a *agentState, ev transport.ConnEvent, cause error) bool {
 	from := a.m.State()
-	if err := a.m.Fire(ev); err != nil {
-		f.log.Debug().Str("agent", a.name).Str("event", string(ev)).Str("state", string(from)).Msg("stale connection event dropped")
-		return false
-	}
 	msg := ""
 	if cause != nil {
 		msg = cause.Error()
+	}
+	f.dirMu.Lock()
+	err := a.m.Fire(ev)
+	if err == nil && cause != nil {
 		a.lastErr = msg
+	}
+	f.dirMu.Unlock()
+	if err != nil {
+		f.log.Debug().Str("agent", a.name).Str("event", string(ev)).Str("state", string(from)).Msg("stale connection event dropped")
+		return false
 	}
 	logMsg := "connection transition"
 	switch a.m.State() {
@@ -119,10 +124,22 @@ func (f *Fleet) fireConnLocked(a *agentState, ev transport.ConnEvent, cause erro
 	return true
 }
 
-// agentsChangedLocked wakes every WaitAgent. f.mu must be held.
+// agentsChangedLocked wakes every WaitAgent. f.mu must be held, and it
+// is called after the change it reports (a woken WaitAgent looks again
+// under dirMu alone, and must see it).
 func (f *Fleet) agentsChangedLocked() {
+	f.dirMu.Lock()
+	defer f.dirMu.Unlock()
 	close(f.agentsChanged)
 	f.agentsChanged = make(chan struct{})
+}
+
+// setDirLocked makes a change to what dirMu guards (see Fleet.dirMu).
+// f.mu must be held.
+func (f *Fleet) setDirLocked(change func()) {
+	f.dirMu.Lock()
+	defer f.dirMu.Unlock()
+	change()
 }
 
 // WaitAgent waits until the agent name has an established connection,
@@ -142,9 +159,9 @@ func (f *Fleet) WaitAgent(ctx context.Context, name string) error {
 // Spawn waits for a dial in progress only.
 func (f *Fleet) waitAgent(ctx context.Context, name string, throughLoss bool) error {
 	for {
-		f.mu.Lock()
+		f.dirMu.Lock()
 		if f.state == lifeClosed {
-			f.mu.Unlock()
+			f.dirMu.Unlock()
 			return ErrClosed
 		}
 		a := f.agents[name]
@@ -154,25 +171,25 @@ func (f *Fleet) waitAgent(ctx context.Context, name string, throughLoss bool) er
 		}
 		switch {
 		case a == nil && f.cfg.Tailnet == nil && f.cfg.InboundListen == "":
-			f.mu.Unlock()
+			f.dirMu.Unlock()
 			return fmt.Errorf("%w: %q", ErrUnknownAgent, name)
 		case a != nil && a.established() && f.state == lifeStarted:
-			f.mu.Unlock()
+			f.dirMu.Unlock()
 			return nil
 		case state == transport.StateRejected:
 			err := &AgentRefusedError{Agent: name, Reason: a.lastErr}
-			f.mu.Unlock()
+			f.dirMu.Unlock()
 			return err
 		case !throughLoss && f.state == lifeStarted && (a == nil || state == transport.StateLost || state == transport.StateClosed):
 			err := fmt.Errorf("%w: %s is %s", ErrNotConnected, name, state)
 			if a != nil && a.lastErr != "" {
 				err = fmt.Errorf("%w: %s is %s (%s)", ErrNotConnected, name, state, a.lastErr)
 			}
-			f.mu.Unlock()
+			f.dirMu.Unlock()
 			return err
 		}
 		changed := f.agentsChanged
-		f.mu.Unlock()
+		f.dirMu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
@@ -183,12 +200,13 @@ func (f *Fleet) waitAgent(ctx context.Context, name string, throughLoss bool) er
 
 // ---- the dialer's directory ----
 
-// directory is the fleet's agents as the dialer sees them.
+// directory is the fleet's agents as the dialer sees them. It reads
+// under dirMu alone: the dialer never waits for the fleet lock.
 type directory struct{ f *Fleet }
 
 func (d directory) Targets() []string {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
+	d.f.dirMu.Lock()
+	defer d.f.dirMu.Unlock()
 	out := make([]string, 0, len(d.f.agents))
 	for name, a := range d.f.agents {
 		if len(a.addrs) > 0 {
@@ -200,8 +218,8 @@ func (d directory) Targets() []string {
 }
 
 func (d directory) Eligible(id string) bool {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
+	d.f.dirMu.Lock()
+	defer d.f.dirMu.Unlock()
 	a := d.f.agents[id]
 	if a == nil || d.f.state != lifeStarted {
 		return false
@@ -211,8 +229,8 @@ func (d directory) Eligible(id string) bool {
 }
 
 func (d directory) Addresses(id string) []string {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
+	d.f.dirMu.Lock()
+	defer d.f.dirMu.Unlock()
 	if a := d.f.agents[id]; a != nil {
 		return slices.Clone(a.addrs)
 	}
@@ -220,8 +238,8 @@ func (d directory) Addresses(id string) []string {
 }
 
 func (d directory) Connected(id string) bool {
-	d.f.mu.Lock()
-	defer d.f.mu.Unlock()
+	d.f.dirMu.Lock()
+	defer d.f.dirMu.Unlock()
 	a := d.f.agents[id]
 	return a != nil && a.established()
 }
@@ -380,10 +398,11 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	// (an agent that dialled in counts itself connected only on it).
 	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
 		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities})
-	a.conn, a.hello, a.identity, a.policy, a.addr = c, hello, id, policy, addr
+	f.setDirLocked(func() { a.conn, a.lastErr = c, "" })
+	a.hello, a.identity, a.policy, a.addr = hello, id, policy, addr
 	a.pifleet = slices.Contains(hello.Capabilities, transport.CapabilityPifleet)
 	a.connectedAt = f.cfg.Now()
-	a.lastErr = ""
+	f.agentsChangedLocked() // the allowed transition woke WaitAgent before a.conn was set
 	var known []*instance
 	for _, inst := range f.byAgent[a.name] {
 		if !InstanceTable.IsFinal(inst.m.State()) {
@@ -430,7 +449,7 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		f.mu.Unlock()
 		return
 	}
-	a.conn = nil
+	f.setDirLocked(func() { a.conn = nil })
 	a.lostAt = f.cfg.Now()
 	closing := f.state != lifeStarted
 	if !closing {
@@ -623,7 +642,7 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 	a := f.agents[id.Machine]
 	if a == nil {
 		a = newAgentState(id.Machine, nil, sourceInbound)
-		f.agents[id.Machine] = a
+		f.setDirLocked(func() { f.agents[id.Machine] = a })
 	}
 	if a.established() {
 		f.mu.Unlock()
@@ -633,7 +652,7 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 	}
 	switch a.m.State() {
 	case transport.StateRejected, transport.StateClosed:
-		a.m = transport.ConnectionTable.Start() // trust admitted it again
+		f.setDirLocked(func() { a.m = transport.ConnectionTable.Start() }) // trust admitted it again
 	case transport.StateLost:
 		f.fireConnLocked(a, transport.EventRetry, nil)
 	}
@@ -678,7 +697,7 @@ func (f *Fleet) Retry(name string) error {
 	}
 	established := a.established()
 	if a.m.State() == transport.StateRejected {
-		a.m = transport.ConnectionTable.Start()
+		f.setDirLocked(func() { a.m = transport.ConnectionTable.Start() })
 		f.agentsChangedLocked()
 	}
 	f.mu.Unlock()
@@ -729,13 +748,13 @@ func (f *Fleet) addTailnetPeers(st identity.Status) {
 		a := f.agents[name]
 		switch {
 		case a == nil:
-			f.agents[name] = newAgentState(name, []string{addr}, sourceTailnet)
+			f.setDirLocked(func() { f.agents[name] = newAgentState(name, []string{addr}, sourceTailnet) })
 			f.agentsChangedLocked()
 		case a.source == sourceTailnet || a.source == sourceRestored:
 			if slices.Equal(a.addrs, []string{addr}) {
 				continue
 			}
-			a.addrs, a.source = []string{addr}, sourceTailnet
+			f.setDirLocked(func() { a.addrs, a.source = []string{addr}, sourceTailnet })
 		default:
 			continue // the static directory wins
 		}

@@ -117,13 +117,14 @@ func pipedFleet(b testing.TB, agents, perAgent int) (*Fleet, []net.Conn) {
 	for i := range agents {
 		name := fmt.Sprintf("box-%05d", i)
 		a := newAgentState(name, nil, sourceInbound)
-		f.agents[name] = a
+		f.setDirLocked(func() { f.agents[name] = a })
 		f.fireConnLocked(a, transport.EventTCPEstablished, nil)
 		f.fireConnLocked(a, transport.EventAllowed, nil)
 		srv, peer := net.Pipe()
 		go func() { _, _ = io.Copy(io.Discard, peer) }()
 		peers = append(peers, peer)
-		a.conn = transport.NewConn(srv, f.connOptions(name))
+		c := transport.NewConn(srv, f.connOptions(name))
+		f.setDirLocked(func() { a.conn = c })
 		for j := range perAgent {
 			id := fmt.Sprintf("i-%05d-%02d", i, j)
 			m, err := InstanceTable.Restore(StateIdle)
@@ -133,7 +134,7 @@ func pipedFleet(b testing.TB, agents, perAgent int) (*Fleet, []net.Conn) {
 			f.addInstanceLocked(newInstance(f, id, name, serverstore.Instance{InstanceID: id, Machine: name, State: string(StateIdle)}, m))
 		}
 		f.wg.Add(1)
-		go f.watchLoss(a, a.conn)
+		go f.watchLoss(a, c)
 	}
 	return f, peers
 }

@@ -59,13 +59,14 @@ type Fleet struct {
 	//  2. mu: the lifecycle, the agents and their connections, the
 	//     instances and tasks, the session projections and heads, the
 	//     catch-ups running.
-	//  3. mirrors (mirrors.go): the open session mirrors; ends
-	//     (endpoints.go): the listeners and the addresses they are
-	//     reached at.
+	//  3. dirMu: the agent directory as the dialer and WaitAgent read
+	//     it (see dirMu); mirrors (mirrors.go): the open session
+	//     mirrors; ends (endpoints.go): the listeners and the addresses
+	//     they are reached at.
 	//  4. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
 	//
-	// mirrors, ends and subs take no other lock.
+	// dirMu, mirrors, ends and subs take no other lock.
 	//
 	// notify (notify.go), the task_done reports waiting for the
 	// application, keysMu and randMu guard what they are named after and
@@ -105,6 +106,16 @@ type Fleet struct {
 	// agentsChanged is closed (and replaced) whenever an agent is added
 	// or its connection changes state: WaitAgent waits on it.
 	agentsChanged chan struct{}
+
+	// dirMu guards, together with mu, what the dialer and WaitAgent read
+	// of the agents: the map agents, each agent's addresses (addrs,
+	// source), connection machine (m), connection (conn) and last error,
+	// the lifecycle (state) and agentsChanged. They are written holding
+	// mu and then dirMu (setDirLocked, fireConnLocked,
+	// agentsChangedLocked), and read holding either: the dialer's
+	// directory and WaitAgent take dirMu alone, so they never wait for
+	// the fleet lock.
+	dirMu sync.Mutex
 
 	mirrors *mirrorSet
 	// catching marks the instances whose catch-up runs (under mu); true
@@ -343,7 +354,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 		f.mu.Unlock()
 		return fmt.Errorf("%w: Start called twice or after Close", ErrClosed)
 	}
-	f.state = lifeStarted
+	f.setDirLocked(func() { f.state = lifeStarted })
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f.mu.Unlock()
 
@@ -460,7 +471,7 @@ func (f *Fleet) Close() error {
 	f.closeOnce.Do(func() {
 		f.mu.Lock()
 		started := f.state == lifeStarted
-		f.state = lifeClosed
+		f.setDirLocked(func() { f.state = lifeClosed })
 		var conns []*transport.Conn
 		for _, a := range f.agents {
 			if a.conn != nil {
