@@ -20,6 +20,11 @@ import (
 // the lock. The order of the queue is the order of the calls to Queue:
 // two changes of the same record land in the order they were queued,
 // whichever goroutine waits for them.
+//
+// (bbolt's DB.Batch groups changes too, but it blocks its caller, waits
+// up to MaxBatchDelay for company, and keeps no order: two batches race
+// for the writer, and a change that fails in a batch runs again alone
+// after the others.)
 
 // maxGroup bounds the changes committed in one transaction (a failing
 // change makes its group commit again one by one).
