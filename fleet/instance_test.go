@@ -162,3 +162,37 @@ func TestAnExitNoticeSaysHowTheWorkerEnded(t *testing.T) {
 		}
 	}
 }
+
+// A reconcile cut short by another loss of the connection (the list of
+// the agent's instances never answered) leaves the instances as the
+// outage left them; the next connection reconciles them.
+func TestAReconcileCutShortIsDoneByTheNextConnection(t *testing.T) {
+	tf, peer, proxy := proxiedFleet(t)
+	inst := spawn(t, tf, "box")
+	lists := make(chan struct{}, 4)
+	var swallow atomic.Bool
+	peer.mu.Lock()
+	peer.script = func(_ *transport.Conn, fr transport.Frame, _ func(transport.Frame)) bool {
+		if _, ok := fr.(*transport.ListFrame); ok {
+			lists <- struct{}{}
+			return swallow.Load() // no answer: the reconcile waits for it
+		}
+		return false
+	}
+	peer.mu.Unlock()
+
+	swallow.Store(true)
+	proxy.Cut()
+	tf.waitInstance(t, inst.ID(), fleet.StateUnreachable)
+	<-lists // the reconnect's list, left unanswered
+	if got := inst.State(); got != fleet.StateUnreachable {
+		t.Fatalf("before the agent listed its workers: %s, want unreachable", got)
+	}
+	swallow.Store(false)
+	proxy.Cut() // the list fails with the connection
+	<-lists     // the next connection's, answered
+	tf.waitInstance(t, inst.ID(), fleet.StateIdle)
+	if _, err := inst.Prompt(t.Context(), "still there?", fleet.PromptOptions{}); err != nil {
+		t.Errorf("prompt after the reconcile: %v", err)
+	}
+}
