@@ -118,6 +118,11 @@ func eachLineMember(line []byte, valid bool, fs fieldSet, set func(field int, va
 	if !ok {
 		return false
 	}
+	return eachMemberOf(ms, line, fs, set)
+}
+
+// eachMemberOf is eachLineMember for members split already.
+func eachMemberOf(ms []jsonscan.Member, line []byte, fs fieldSet, set func(field int, value []byte) bool) bool {
 	var seen uint64
 	for k := range ms {
 		m := &ms[k]

@@ -41,6 +41,15 @@ func fuzzSeeds(f *testing.F) {
 		`{"type":"turn_end","message":[1]}`,
 		`{"type":"message_update","assistantMessageEvent":null}`,
 		`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":null,"contentIndex":1e1}}`,
+		// The message_update path: the message is the partial again, or
+		// nearly.
+		`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"a","partial":{"x":"a"}},"message":{"x":"a"}}`,
+		`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"a","partial":{"x":"a"}},"message":{"x":"b"}}`,
+		`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","delta":"a","partial":{"x":"a"}},"message":{"x":"a"}} `,
+		`{"type":"message_update","assistantMessageEvent":{"partial":{"x":1},"partial":{"x":1}},"message":{"x":1}}`,
+		`{"type":"message_update","assistantMessageEvent":{"type":"x","p\u0061rtial":{"x":1}},"message":{"x":1}}`,
+		`{"type":"message_update","assistantMessageEvent":{"Type":"x","delta":1,"partial":{"x":1}},"message":{"x":1}}`,
+		`{"type":"message_update","assistantMessageEvent":{"partial":"\ud800"},"message":"\ud800"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -111,6 +120,11 @@ func TestParseFastTakesPiLines(t *testing.T) {
 			if _, ok := parseFast(line, valid); !ok {
 				t.Errorf("line %d (valid %v) fell back to encoding/json: %.120s", i+1, valid, line)
 			}
+		}
+		// A message_update is validated once, not once per copy of its
+		// partial message.
+		if _, ok := parseUpdateLine(line); ok != bytes.HasPrefix(line, updateLinePrefix) {
+			t.Errorf("line %d: the message_update path took it: %v: %.120s", i+1, ok, line)
 		}
 	}
 }

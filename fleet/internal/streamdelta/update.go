@@ -13,16 +13,13 @@ import (
 // P twice, and a message line, {"type":"message_start"|"message_end",
 // "message":P}.
 var (
-	keyType    = []byte(`"type"`)
-	keyEvent   = []byte(`"assistantMessageEvent"`)
-	keyMessage = []byte(`"message"`)
 	keyPartial = []byte(`"partial"`)
 	keyDelta   = []byte(`"delta"`)
-	typeUpdate = []byte(`"message_update"`)
 	typeStart  = []byte(`"message_start"`)
 	typeEnd    = []byte(`"message_end"`)
 
-	linePrefix = []byte(`{"type":"message_update","assistantMessageEvent":`)
+	linePrefix    = []byte(`{"type":"message_update","assistantMessageEvent":`)
+	messageMember = []byte(`,"message":`)
 )
 
 // update is a line split into what changes little from one event to the
@@ -49,17 +46,20 @@ func parseUpdate(line []byte) (*update, bool) {
 	if !bytes.HasPrefix(line, linePrefix) {
 		return nil, false
 	}
-	n, err := parseTree(line)
-	if err != nil || len(n.keys) != 3 || !bytes.Equal(n.keys[0], keyType) || !bytes.Equal(n.keys[1], keyEvent) ||
-		!bytes.Equal(n.keys[2], keyMessage) || !bytes.Equal(n.kids[0].raw, typeUpdate) {
+	// Only the assistantMessageEvent is parsed: the message after it must
+	// be the partial again, byte for byte, which a comparison tells (at
+	// memory speed, where parsing it would scan it a second time).
+	p := &parser{b: line, i: len(linePrefix), depth: 1}
+	ev, err := p.value()
+	if err != nil || ev.kind != '{' {
 		return nil, false
 	}
-	ev := n.kids[1]
 	last := len(ev.keys) - 1
-	if ev.kind != '{' || last < 0 || !bytes.Equal(ev.keys[last], keyPartial) || !bytes.Equal(ev.kids[last].raw, n.kids[2].raw) {
+	if last < 0 || !bytes.Equal(ev.keys[last], keyPartial) || ev.kids[last].kind != '{' || slicesIndex(ev.keys[:last], keyPartial) >= 0 {
 		return nil, false
 	}
-	if ev.kids[last].kind != '{' || slicesIndex(ev.keys[:last], keyPartial) >= 0 {
+	message, ok := bytes.CutPrefix(line[p.i:], messageMember)
+	if !ok || len(message) != len(ev.kids[last].raw)+1 || message[len(message)-1] != '}' || !bytes.Equal(message[:len(message)-1], ev.kids[last].raw) {
 		return nil, false
 	}
 	step := &node{kind: '{', keys: ev.keys[:last:last], kids: ev.kids[:last:last]}
