@@ -47,6 +47,25 @@ func TestConnectionLossTouchesOnlyItsAgentsInstances(t *testing.T) {
 	}
 }
 
+// An instance id registered again under another agent (ids are the
+// agents' own) leaves the index of the agent it had: a loss of that agent
+// must not touch the instance that replaced it.
+func TestInstanceRegisteredAgainMovesInTheIndex(t *testing.T) {
+	f, _ := pipedFleet(t, 0, 0)
+	defer f.Close()
+	m, err := InstanceTable.Restore(StateIdle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addInstanceLocked(newInstance(f, "i-1", "a", serverstore.Instance{InstanceID: "i-1", Machine: "a"}, m))
+	f.addInstanceLocked(newInstance(f, "i-1", "b", serverstore.Instance{InstanceID: "i-1", Machine: "b"}, m))
+	if len(f.byAgent["a"]) != 0 || f.byAgent["b"]["i-1"] != f.instances["i-1"] {
+		t.Fatalf("index after re-registering i-1 under b: a %v, b %v", f.byAgent["a"], f.byAgent["b"])
+	}
+}
+
 // BenchmarkConnectionLoss measures the server's work when every agent's
 // connection drops at once (a network partition), and then Close: agents
 // × 10 idle instances, connected over in-memory pipes (real transport
@@ -137,4 +156,35 @@ func pipedFleet(b testing.TB, agents, perAgent int) (*Fleet, []net.Conn) {
 		go f.watchLoss(a, c)
 	}
 	return f, peers
+}
+
+// The dialer's questions and WaitAgent are answered while another
+// goroutine holds the fleet lock (a long hold must not stall the dialer).
+func TestTheDirectoryDoesNotWaitForTheFleetLock(t *testing.T) {
+	f, _ := pipedFleet(t, 1, 0)
+	defer f.Close()
+	d := directory{f}
+	f.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		if got := d.Connected("box-00000"); !got {
+			done <- fmt.Errorf("Connected = false for an established agent")
+			return
+		}
+		if !d.Eligible("box-00000") || d.Addresses("box-00000") != nil || len(d.Targets()) != 0 {
+			done <- fmt.Errorf("directory: eligible %v, addresses %v, targets %v", d.Eligible("box-00000"), d.Addresses("box-00000"), d.Targets())
+			return
+		}
+		done <- f.WaitAgent(t.Context(), "box-00000")
+	}()
+	select {
+	case err := <-done:
+		f.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		f.mu.Unlock()
+		t.Fatal("the dialer's directory waited for the fleet lock")
+	}
 }
