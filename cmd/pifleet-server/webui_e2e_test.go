@@ -130,7 +130,9 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 	if !inOrder(seen, "requested", "provisioning", "idle") {
 		t.Errorf("the card showed the states %v, want requested, provisioning and idle in that order", seen)
 	}
-	history := until("the card's history", `document.querySelector('#cards .card[data-instance] .history')?.textContent`)
+	// Once the spawn has answered (its pending card gone): until then the
+	// card may show only what the watch stream saw.
+	history := until("the card's history", `!document.querySelector('#cards .card.pending') && document.querySelector('#cards .card[data-instance] .history')?.textContent`)
 	if !inOrder(strings.Split(history, " → "), "requested", "provisioning", "idle") {
 		t.Errorf("card history %q", history)
 	}
