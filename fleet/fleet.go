@@ -90,23 +90,15 @@ type Fleet struct {
 	randMu sync.Mutex
 	rand   *rand.Rand
 
-	mu        fleetMutex
-	state     lifecycle
-	agents    map[string]*agentState
-	instances map[string]*instance
-	// byAgent indexes instances by agent name, so that a connection's
-	// loss or return touches its own agent's instances only
-	// (addInstanceLocked keeps both).
-	byAgent  map[string]map[string]*instance
-	tasks    map[string]*task
-	sessions map[string]*session.Projection // per agent name
-	// heads are the HEADs last seen of baselines' repositories, by
-	// machine and cwd (staleness flags).
-	heads map[string]string
+	mu    fleetMutex
+	state lifecycle
+
+	// Agent connections (agent.go, and dial.go, inbound.go and
+	// tailnet.go for the ways an agent connects), guarded by mu.
+	agents map[string]*agentState
 	// agentsChanged is closed (and replaced) whenever an agent is added
 	// or its connection changes state: WaitAgent waits on it.
 	agentsChanged chan struct{}
-
 	// dirMu guards, together with mu, what the dialer and WaitAgent read
 	// of the agents: the map agents, each agent's addresses (addrs,
 	// source), connection machine (m), connection (conn) and last error,
@@ -117,10 +109,25 @@ type Fleet struct {
 	// the fleet lock.
 	dirMu sync.Mutex
 
-	mirrors *mirrorSet
-	// catching marks the instances whose catch-up runs (under mu); true
-	// asks it to run once more.
+	// The instance and task core: what the decision core (core.go)
+	// decides on and its driver (drive.go) changes, guarded by mu.
+	instances map[string]*instance
+	// byAgent indexes instances by agent name, so that a connection's
+	// loss or return touches its own agent's instances only
+	// (addInstanceLocked keeps both).
+	byAgent map[string]map[string]*instance
+	tasks   map[string]*task
+
+	// Sessions (sessions.go, baseline.go), guarded by mu but for the
+	// mirrors, which have their own lock.
+	sessions map[string]*session.Projection // per agent name
+	// heads are the HEADs last seen of baselines' repositories, by
+	// machine and cwd (staleness flags).
+	heads map[string]string
+	// catching marks the instances whose catch-up runs; true asks it to
+	// run once more.
 	catching map[string]bool
+	mirrors  *mirrorSet
 
 	notify *notifyQueue
 
