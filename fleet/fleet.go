@@ -186,7 +186,9 @@ func New(opts ...Option) (*Fleet, error) {
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}
-	topts := []trust.Option{trust.WithClock(cfg.Now), trust.WithLogger(cfg.Logger)}
+	// The trust store's writes join the state file's write queue: agents
+	// met for the first time at once share its fsyncs.
+	topts := []trust.Option{trust.WithClock(cfg.Now), trust.WithLogger(cfg.Logger), trust.WithWrites(st.UpdateBolt)}
 	if cfg.Prompter != nil {
 		topts = append(topts, trust.WithPrompter(cfg.Prompter))
 	}

@@ -75,12 +75,14 @@ type CorruptFileError = boltfile.CorruptError
 var ErrCorruptFile = boltfile.ErrCorrupt
 
 // Store keeps the server's per-machine trust decisions in bbolt and makes
-// first-contact decisions (see Decide). Every change is one bbolt
-// transaction, committed with fsync before the call returns: a decision
-// that was acknowledged survives a kill -9 or a power cut, and a change
-// is either fully stored or not at all. It is safe for concurrent use.
+// first-contact decisions (see Decide). Every change is committed in a
+// bbolt transaction with fsync before the call returns: a decision that
+// was acknowledged survives a kill -9 or a power cut, and a change is
+// either fully stored or not at all (WithWrites may join changes in one
+// transaction). It is safe for concurrent use.
 type Store struct {
 	db     *bbolt.DB
+	update func(func(*bbolt.Tx) error) error // every write (WithWrites)
 	bucket []byte
 	owned  bool // Close closes db
 
@@ -106,6 +108,20 @@ func WithPrompter(p Prompter) Option { return func(s *Store) { s.prompter = p } 
 
 // WithClock sets the clock that stamps decisions (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithWrites sets how the store commits its changes: update runs fn in a
+// read-write transaction of the store's database and returns once it is
+// committed, fn's error if fn failed. fn may run more than once (a write
+// queue that joins changes and retries a failed group change by change);
+// each run starts over. A server that keeps its other records in the same
+// database passes its write queue, so that decisions made at the same
+// moment, as when it meets many machines for the first time, share a
+// transaction and its fsync with each other and with its other changes,
+// instead of taking turns at the disk. The default is the database's own
+// Update: one transaction per change.
+func WithWrites(update func(fn func(*bbolt.Tx) error) error) Option {
+	return func(s *Store) { s.update = update }
+}
 
 // WithLogger sets the logger (default zerolog.Nop()).
 func WithLogger(l zerolog.Logger) Option { return func(s *Store) { s.log = l } }
@@ -161,6 +177,7 @@ func New(db *bbolt.DB, bucket string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{
 		db:       db,
+		update:   db.Update,
 		bucket:   []byte(bucket),
 		prompter: noPrompter{},
 		now:      time.Now,
@@ -223,7 +240,7 @@ func (s *Store) Set(machine string, p Policy) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w %q", ErrBadPolicy, p)
 	}
 	d := Decision{Machine: machine, Policy: p, DecidedAt: s.stamp()}
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error {
 		// A corrupt old record is simply replaced: this is how an
 		// operator repairs it.
 		return s.put(tx, d)
@@ -242,7 +259,7 @@ func (s *Store) Forget(machine string) (bool, error) {
 		return false, err
 	}
 	var existed bool
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(s.bucket)
 		existed = b.Get([]byte(machine)) != nil
 		return b.Delete([]byte(machine))
@@ -276,9 +293,13 @@ func (s *Store) List() ([]Decision, error) {
 // is none), and returns the decision in force. An operator's `trust set`
 // that lands while the first-contact question is open wins over the
 // answer.
+//
+// The function given to update may run more than once (see WithWrites),
+// so it starts over each time.
 func (s *Store) replace(before *Decision, d Decision) (Decision, error) {
-	stored := d
-	err := s.db.Update(func(tx *bbolt.Tx) error {
+	var stored Decision
+	err := s.update(func(tx *bbolt.Tx) error {
+		stored = d
 		old, ok, err := s.get(tx, d.Machine)
 		if err != nil {
 			return err

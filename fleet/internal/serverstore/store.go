@@ -193,6 +193,13 @@ func (s *Store) Update(fn func(*Tx) error) error {
 	return s.Queue(fn, nil).Wait()
 }
 
+// UpdateBolt is Update for a bucket of the same file kept by another
+// package, the trust store's (trust.WithWrites): fn gets the bbolt
+// transaction itself, and its change joins the write queue like any other.
+func (s *Store) UpdateBolt(fn func(*bolt.Tx) error) error {
+	return s.Update(func(t *Tx) error { return fn(t.tx) })
+}
+
 // View runs fn in one read-only transaction, which sees one consistent
 // version of the store. Writing through it fails.
 func (s *Store) View(fn func(*Tx) error) error {
