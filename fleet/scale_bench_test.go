@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"example.com/pifleet/dialer"
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/transport"
 )
@@ -41,8 +42,36 @@ import (
 // PIFLEET_SCALE_HEAPPROFILE=FILE writes a heap profile once every
 // instance runs; PIFLEET_SCALE_CPUPROFILE=FILE profiles the idle rounds.
 func BenchmarkServerScale(b *testing.B) {
+	raiseFileLimit(b)
 	for _, agents := range []int{1000, 5000, 10000} {
-		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) { benchServerScale(b, agents, 10) })
+		b.Run(fmt.Sprintf("agents=%d", agents), func(b *testing.B) {
+			if agents > 1000 && os.Getenv("PIFLEET_SCALE_BIG") == "" {
+				// Minutes each, and most of the machine: only on request.
+				b.Skip("set PIFLEET_SCALE_BIG=1 to run it")
+			}
+			benchServerScale(b, agents, 10)
+		})
+	}
+}
+
+// raiseFileLimit lifts the soft limit on open files to the hard one (and
+// the hard one too where the process may): the server holds a descriptor
+// per agent, a peer host two per peer. The peer hosts inherit it.
+func raiseFileLimit(tb testing.TB) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	const want = 1 << 16
+	if lim.Max < want {
+		up := syscall.Rlimit{Cur: want, Max: want}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up) == nil {
+			return
+		}
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -54,6 +83,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	const beat = time.Second
 	list := startPeerHosts(b, agents)
 	mem0 := memInUse()
+	start := time.Now()
 
 	tf := startFleet(b, b.TempDir(), b.TempDir(), list, func(c *fleet.Config) {
 		// Only the server's own heartbeats are sped up; the peers beat
@@ -61,6 +91,12 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 		// their beats). A shorter expiry here once expired connections
 		// whose beat was late on a busy machine.
 		c.Conn.HeartbeatInterval = beat
+		if os.Getenv("PIFLEET_SCALE_DIAL") == "before" {
+			// The dialing schedule before the fleet's own defaults,
+			// for the connect rate's "before" figure.
+			d := dialer.DefaultConfig()
+			c.Dialer.ScanSpread, c.Dialer.PoolSize, c.Dialer.QueueSize = d.ScanSpread, d.PoolSize, d.QueueSize
+		}
 	})
 	publish(b, tf.regRoot, "default", `{}`)
 	tf.sub.Close() // nobody reads it here
@@ -87,8 +123,11 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 			b.Fatalf("%d of %d agents established", established(tf.Status(ctx)), agents)
 		}
 	}
+	connectRate := float64(agents) / time.Since(start).Seconds()
+	fmt.Fprintf(os.Stderr, "%d agents established in %.1f s (%.0f per second)\n", agents, time.Since(start).Seconds(), connectRate)
 	memAgents := memInUse()
 	memAgents.sub(mem0)
+	spawnStart := time.Now()
 
 	// Spawn every instance, a few at a time per agent.
 	var wg sync.WaitGroup
@@ -115,6 +154,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	if n := len(tf.Status(ctx).Instances); n != agents*perAgent {
 		b.Fatalf("%d instances, want %d", n, agents*perAgent)
 	}
+	fmt.Fprintf(os.Stderr, "%d instances spawned in %.1f s\n", agents*perAgent, time.Since(spawnStart).Seconds())
 	mem := memInUse()
 	mem.sub(mem0)
 	if p := os.Getenv("PIFLEET_SCALE_HEAPPROFILE"); p != "" {
@@ -146,6 +186,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
+	b.ReportMetric(connectRate, "agents-connected/s")
 }
 
 // writeProfile creates path and has write fill it; the file closes when
