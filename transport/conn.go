@@ -29,8 +29,9 @@ const (
 
 // Options configure a Conn. The zero value gives the protocol's defaults.
 type Options struct {
-	// HeartbeatInterval is how often a heartbeat is sent, whatever other
-	// traffic there is (default 15 s).
+	// HeartbeatInterval is how often a heartbeat is sent (default 15 s);
+	// a round skips a connection that wrote anything else since half an
+	// interval ago, as any byte re-arms the peer's expiry.
 	HeartbeatInterval time.Duration
 	// ExpiryTimeout closes the connection (ReasonExpired) when nothing at
 	// all has been received for this long; any incoming byte, even of a
@@ -217,6 +218,11 @@ type Conn struct {
 	beats    *Heartbeats
 	// handedOff counts the heartbeats handed to the writer (its tests).
 	handedOff atomic.Int64
+	// sentAt is when a write last began, as time since opened (a
+	// monotonic reading): a round skips the heartbeat of a connection
+	// that wrote since half an interval ago (see Heartbeats).
+	opened time.Time
+	sentAt atomic.Int64
 
 	handler     atomic.Pointer[func(Frame)]
 	dispatching atomic.Bool // a handler was set: the dispatcher runs
@@ -242,7 +248,9 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		raw:     rawConn(nc),
 		beatDue: make(chan struct{}, 1),
 		beats:   opts.Heartbeats,
+		opened:  time.Now(),
 	}
+	c.sentAt.Store(-int64(opts.HeartbeatInterval)) // nothing written yet: the first round beats
 	if c.beats == nil {
 		c.beats = NewHeartbeats()
 	}
@@ -763,7 +771,9 @@ func (c *Conn) writeLoop() {
 func (c *Conn) write(p []byte) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)) // as in deadlineReader
+	now := time.Now()
+	c.sentAt.Store(int64(now.Sub(c.opened)))
+	_ = c.nc.SetWriteDeadline(now.Add(c.opts.StallTimeout)) // as in deadlineReader
 	if rest := c.beatRest; rest != nil {
 		c.beatRest = nil
 		if !c.writeOut(rest) {

@@ -12,13 +12,16 @@ import (
 // server or an agent through Options.Heartbeats; a Conn without one gets
 // one of its own.
 //
-// Each round, a connection whose writer is idle gets its heartbeat
-// written at once without blocking (on sockets that allow it); one whose
-// writer is busy, whose socket buffer is full or that is not a socket has
-// its writer send the heartbeat before its next queued frame, as the
-// writer would anyway. Either way every connection sends a heartbeat
-// every interval, whatever else it sends, and a peer that stops reading
-// still closes the connection after StallTimeout.
+// Each round, a connection that wrote anything since half an interval
+// ago sends no heartbeat: its peer's expiry is re-armed by any byte it
+// reads (the protocol's rule, the TypeScript peer's too), so a busy
+// connection costs no heartbeat writes and an idle one is heard from at
+// least every one and a half intervals. Of the others, a connection whose
+// writer is idle gets its heartbeat written at once without blocking (on
+// sockets that allow it); one whose writer is busy, whose socket buffer
+// is full or that is not a socket has its writer send the heartbeat
+// before its next queued frame. A peer that stops reading still closes
+// the connection after StallTimeout.
 //
 // The goroutine of an interval runs only while a connection with that
 // interval is open. A Heartbeats is safe for concurrent use; the zero
@@ -103,14 +106,23 @@ func (h *Heartbeats) beat(r *beatRound, conns []*Conn) []*Conn {
 }
 
 // beat sends one heartbeat: written here when the writer is idle and the
-// socket takes it without blocking, handed to the writer otherwise.
+// socket takes it without blocking, handed to the writer otherwise. A
+// connection that began a write since half an interval ago needs none:
+// the peer's expiry is re-armed by any byte it reads, and it reads one
+// from us at least every one and a half intervals (22.5 s at 15 s, half
+// the protocol's 45 s expiry).
 func (c *Conn) beat() {
 	if c.Err() != nil {
+		return
+	}
+	now := time.Since(c.opened)
+	if now-time.Duration(c.sentAt.Load()) < c.opts.HeartbeatInterval/2 {
 		return
 	}
 	if c.raw != nil && c.wmu.TryLock() {
 		done := false
 		if c.beatRest == nil {
+			c.sentAt.Store(int64(now))
 			n := writeNow(c.raw, heartbeatLine)
 			switch {
 			case n == len(heartbeatLine):

@@ -163,3 +163,72 @@ func TestHeartbeatOnAFullSocketGoesThroughTheWriter(t *testing.T) {
 		t.Fatalf("after the filler the peer read %q, %v; want a heartbeat", line, err)
 	}
 }
+
+// A connection that writes other frames sends no heartbeats (any byte
+// re-arms the peer's expiry); once it falls quiet they resume, and the
+// peer never goes more than one and a half intervals without a byte.
+func TestHeartbeatsSkipAConnectionThatWrote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = 10 * time.Second
+		a, b := net.Pipe()
+		start := time.Now()
+		c := NewConn(a, Options{Heartbeats: NewHeartbeats(), HeartbeatInterval: every, ExpiryTimeout: time.Hour})
+		type arrival struct {
+			at   time.Duration
+			beat bool
+		}
+		var got []arrival
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			d := NewDecoder(b)
+			for {
+				f, err := d.Decode()
+				if err != nil {
+					return
+				}
+				got = append(got, arrival{time.Since(start), f.FrameType() == TypeHeartbeat})
+			}
+		}()
+		// Busy for a minute: a frame every 4 s (at 3, 7, … 59 s), less
+		// than half an interval before each round. Then silence, but for
+		// one frame at 127 s, 3 s before a round.
+		time.Sleep(3 * time.Second)
+		for i := range 15 {
+			if i > 0 {
+				time.Sleep(4 * time.Second)
+			}
+			if err := c.TrySend(&ErrorFrame{Code: "busy", Message: "x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(68 * time.Second) // to 127 s
+		if err := c.TrySend(&ErrorFrame{Code: "late", Message: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(34 * time.Second) // to 161 s
+		synctest.Wait()
+		c.Close()
+		b.Close()
+		<-read
+
+		var beats []time.Duration
+		last := time.Duration(0)
+		for _, a := range got {
+			if a.beat {
+				beats = append(beats, a.at)
+			}
+			if gap := a.at - last; gap > every*3/2 {
+				t.Errorf("the peer read nothing for %v (until %v), more than one and a half intervals", gap, a.at)
+			}
+			last = a.at
+		}
+		// Rounds at 10, 20, … s: skipped while busy (to 60 s) and at
+		// 130 s (the frame at 127 s), beating otherwise.
+		want := []time.Duration{70 * time.Second, 80 * time.Second, 90 * time.Second, 100 * time.Second,
+			110 * time.Second, 120 * time.Second, 140 * time.Second, 150 * time.Second, 160 * time.Second}
+		if !cmp.Equal(beats, want) {
+			t.Errorf("heartbeats read at %v, want %v", beats, want)
+		}
+	})
+}
