@@ -2,8 +2,10 @@ package transport
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // Frames and raw values decoded one after another come out of shared
@@ -65,6 +67,32 @@ func TestFrameKindsHaveDistinctIndexes(t *testing.T) {
 		}
 		if registry[k.name].index != i {
 			t.Errorf("%s: registry index %d, want %d", k.name, registry[k.name].index, i)
+		}
+	}
+}
+
+// A decoder that decodes one frame of a type (a connection's hello)
+// allocates one struct for it, not a block: 10,000 connections would
+// otherwise each keep a block of 16 hellos, and of every other frame
+// type they decode a few times.
+func TestOneFrameOfATypeAllocatesNoBlock(t *testing.T) {
+	hello := `{"v":1,"type":"hello","machine":"box-1","role":"agent","packageVersion":"1","platform":"linux"}` + "\n"
+	spawned := `{"v":1,"type":"spawned","id":"r-1","instance":{"instanceId":"i-1","cwd":"/w","state":"idle"}}` + "\n"
+	for _, tc := range []struct {
+		line string
+		size uintptr
+	}{{hello, unsafe.Sizeof(HelloFrame{})}, {spawned, unsafe.Sizeof(SpawnedFrame{})}} {
+		d := NewDecoder(strings.NewReader(tc.line))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := d.Decode(); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		// The frame's struct, its strings and the decoder's first
+		// buffers: far less than frameBlock structs.
+		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(frameBlock/2)*uint64(tc.size); got > limit {
+			t.Errorf("decoding one %.20s… allocated %d bytes, more than %d (%d structs of %d bytes)", tc.line, got, limit, frameBlock/2, tc.size)
 		}
 	}
 }
