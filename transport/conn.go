@@ -702,6 +702,9 @@ func (c *Conn) linger() {
 
 var heartbeatLine = []byte(`{"v":1,"type":"heartbeat"}` + "\n")
 
+// heartbeatRecord is heartbeatLine without its LF (see Decoder.Decode).
+var heartbeatRecord = heartbeatLine[:len(heartbeatLine)-1]
+
 // maxBatch is how many queued bytes the writer joins into one write.
 const maxBatch = 64 << 10
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,4 +232,32 @@ func TestHeartbeatsSkipAConnectionThatWrote(t *testing.T) {
 			t.Errorf("heartbeats read at %v, want %v", beats, want)
 		}
 	})
+}
+
+// The heartbeat line as it is written is decoded without the parser, to
+// the frame the parser makes of it; any other spelling of a heartbeat
+// (CRLF, spaces, another order, an id) still goes through the parser.
+func TestHeartbeatLineDecodesAsTheParserWould(t *testing.T) {
+	parsed, err := ParseFrame(heartbeatRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		string(heartbeatLine),
+		`{"v":1,"type":"heartbeat"}` + "\r\n",
+		`{"type":"heartbeat","v":1}` + "\n",
+		`{ "v": 1, "type": "heartbeat" }` + "\n",
+	} {
+		f, err := NewDecoder(strings.NewReader(line)).Decode()
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if !cmp.Equal(f, parsed) {
+			t.Errorf("%q decoded to %#v, want %#v", line, f, parsed)
+		}
+	}
+	// Not a heartbeat line: a near miss is parsed (and refused).
+	if _, err := NewDecoder(strings.NewReader(`{"v":2,"type":"heartbeat"}` + "\n")).Decode(); err == nil {
+		t.Error(`{"v":2,"type":"heartbeat"} decoded`)
+	}
 }
