@@ -223,6 +223,10 @@ type Conn struct {
 	// that wrote since half an interval ago (see Heartbeats).
 	opened time.Time
 	sentAt atomic.Int64
+	// closed is set as done is closed: the heartbeat round reads it
+	// with sentAt, where reading done would cost a cache miss per
+	// connection and round.
+	closed atomic.Bool
 
 	handler     atomic.Pointer[func(Frame)]
 	dispatching atomic.Bool // a handler was set: the dispatcher runs
@@ -297,6 +301,7 @@ func (c *Conn) closeWith(reason CloseReason, cause error, final []byte) {
 	c.closeOnce.Do(func() {
 		c.err = &ClosedError{Reason: reason, Err: cause}
 		c.final = final
+		c.closed.Store(true)
 		close(c.done)
 		c.beats.leave(c)
 		ev := c.log.Debug()

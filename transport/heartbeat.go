@@ -112,7 +112,7 @@ func (h *Heartbeats) beat(r *beatRound, conns []*Conn) []*Conn {
 // from us at least every one and a half intervals (22.5 s at 15 s, half
 // the protocol's 45 s expiry).
 func (c *Conn) beat() {
-	if c.Err() != nil {
+	if c.closed.Load() {
 		return
 	}
 	now := time.Since(c.opened)
