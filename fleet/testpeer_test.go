@@ -28,6 +28,10 @@ type testAgentPeer struct {
 	platform string
 	pifleet  bool
 	key      ed25519.PrivateKey // proven when it dials in
+	// beat, when set, is how its connections send heartbeats (the
+	// interval and the Heartbeats that sends them); the default is
+	// transport's, a goroutine per connection every 15 s.
+	beat transport.Options
 
 	mu         sync.Mutex
 	conns      []*transport.Conn
@@ -80,13 +84,14 @@ type peerRun struct {
 	text, taskID string
 }
 
-func newTestAgentPeer(t testing.TB, machine string, pifleet bool) *testAgentPeer {
+func newTestAgentPeer(t testing.TB, machine string, pifleet bool, opts ...func(*testAgentPeer)) *testAgentPeer {
 	t.Helper()
-	return newTestAgentPeerAt(t, "127.0.0.1:0", machine, pifleet)
+	return newTestAgentPeerAt(t, "127.0.0.1:0", machine, pifleet, opts...)
 }
 
-// newTestAgentPeerAt is newTestAgentPeer listening at addr.
-func newTestAgentPeerAt(t testing.TB, addr, machine string, pifleet bool) *testAgentPeer {
+// newTestAgentPeerAt is newTestAgentPeer listening at addr; opts change
+// the peer before it accepts a connection.
+func newTestAgentPeerAt(t testing.TB, addr, machine string, pifleet bool, opts ...func(*testAgentPeer)) *testAgentPeer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -101,6 +106,9 @@ func newTestAgentPeerAt(t testing.TB, addr, machine string, pifleet bool) *testA
 		seq:          1_700_000_000_000,
 	}
 	_, p.key, _ = ed25519.GenerateKey(nil)
+	for _, opt := range opts {
+		opt(p)
+	}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -155,7 +163,7 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		var c *transport.Conn
 		ready := make(chan struct{})
 		challenge := auth.NewChallenge()
-		c = transport.NewConn(nc, transport.Options{Handler: func(fr transport.Frame) {
+		c = transport.NewConn(nc, transport.Options{HeartbeatInterval: p.beat.HeartbeatInterval, Heartbeats: p.beat.Heartbeats, Handler: func(fr transport.Frame) {
 			<-ready
 			if h, ok := fr.(*transport.HelloFrame); ok && h.Role == transport.RoleServer {
 				if sc, err := auth.ParseChallenge(h.Challenge); err == nil {
