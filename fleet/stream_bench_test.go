@@ -141,20 +141,17 @@ func streamFrames(id string, lines [][]byte, first uint64, whole bool) []transpo
 	batch := streamdelta.NewBatch(id)
 	for i, l := range lines {
 		seq := first + uint64(i)
-		kind := "message_update"
-		if i == 0 {
-			kind = "message_start"
-		} else if i == len(lines)-1 {
-			kind = "message_end"
-		}
-		if whole {
+		var head struct{ Type string }
+		_ = json.Unmarshal(l, &head)
+		kind := head.Type
+		if whole || !streamdelta.Carries(kind, true) {
 			s := float64(seq)
 			out = append(out, &transport.EventFrame{InstanceID: id, Event: l, Seq: &s})
 			continue
 		}
 		c := enc.Encode(seq, l)
 		batch.Add(&ch, &c)
-		if batch.Len() >= 1024 || batch.Size() >= 128<<10 || kind == "message_end" {
+		if batch.Len() >= 1024 || batch.Size() >= 128<<10 || !streamdelta.Waits(kind) {
 			out = append(out, batch.Frame())
 		}
 	}

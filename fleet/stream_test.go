@@ -4,6 +4,7 @@ package fleet_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +23,18 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	inst := spawn(t, tf, "box")
 	drainChanges(tf.sub)
 	lines := scriptedLines(answerText(300), 16)
+	// turn_end and agent_end repeat the message: they come as references
+	// to it.
+	msg := strings.TrimSuffix(strings.TrimPrefix(string(lines[len(lines)-1]), `{"type":"message_end","message":`), "}")
+	lines = append(lines, []byte(`{"type":"turn_end","message":`+msg+`,"toolResults":[]}`), []byte(`{"type":"agent_end","messages":[`+msg+`]}`))
 	c := peer.conn()
+	refs := 0
 	for _, f := range streamFrames(inst.ID(), lines, 1000, false) {
-		if _, ok := f.(*transport.EventDeltaFrame); !ok {
+		d, ok := f.(*transport.EventDeltaFrame)
+		if !ok {
 			t.Fatalf("the agent's coding sent a %s", f.FrameType())
 		}
+		refs += strings.Count(string(d.Updates), `{"m":`)
 		if err := c.Send(t.Context(), f); err != nil {
 			t.Fatal(err)
 		}
@@ -36,8 +44,11 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 		if ch.Kind == fleet.ChangeEvent && ch.InstanceID == inst.ID() {
 			got = append(got, string(ch.WorkerEvent.Raw))
 		}
-		return ch.Kind == fleet.ChangeEvent && ch.Event == "message_end"
+		return ch.Kind == fleet.ChangeEvent && ch.Event == "agent_end"
 	})
+	if refs != 2 {
+		t.Fatalf("%d events referred to the message; want turn_end and agent_end", refs)
+	}
 	if len(got) != len(lines) {
 		t.Fatalf("%d events out of %d", len(got), len(lines))
 	}
@@ -65,4 +76,23 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 		}
 	}
 	tf.waitAgent(t, "box", transport.StateEstablished)
+
+	// On the new connection, a reference to the message the old one
+	// carried is refused too: nothing is delivered, the connection goes.
+	c = peer.conn()
+	ref := &transport.EventDeltaFrame{InstanceID: inst.ID(), Seq: 6000,
+		Updates: json.RawMessage(`[{"m":{"type":"turn_end","message":null,"toolResults":["leaked"]},"r":[[[1],` + fmt.Sprint(1000+len(lines)-3) + `]]}]`)}
+	if err := c.Send(t.Context(), ref); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server kept a connection that referred to a message it does not hold")
+	}
+	for _, ch := range drainChanges(tf.sub) {
+		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw), "leaked") {
+			t.Fatalf("an unresolved event was delivered: %s", ch.WorkerEvent.Raw)
+		}
+	}
 }
