@@ -160,10 +160,8 @@ type effect struct {
 	// Task and Instance say which records a persist writes.
 	Task, Instance bool
 	Review         bool
-	// Pending: the feedback to send is the task's latest, not Text.
-	Pending  bool
-	Text, By string
-	Reason   string
+	Text, By       string
+	Reason         string
 }
 
 // String is the effect as a transcript shows it.
@@ -179,10 +177,8 @@ func (e effect) String() string {
 		switch {
 		case e.Disposition != "":
 			return "send " + e.Frame + " " + string(e.Disposition)
-		case e.Pending:
-			return "send " + e.Frame + " (the pending feedback)"
 		case e.Frame == frTaskReject || e.Frame == frRevisionPrompt:
-			return fmt.Sprintf("send %s %q", e.Frame, e.Text)
+			return "send " + e.Frame + " (the pending feedback)"
 		}
 		return "send " + e.Frame
 	case fxPersist:
@@ -372,16 +368,18 @@ func (p *plan) reject(text, by string, human bool) {
 	p.instance(EventTaskRejected)
 	p.task(TaskEventRejected)
 	p.persist()
-	p.sendFeedback("", true)
+	p.sendFeedback()
 	p.delivered()
 }
 
-func (p *plan) sendFeedback(text string, pending bool) {
+// sendFeedback sends the task's latest feedback, recorded before: as
+// task_reject to a pifleet agent, as a tracked prompt to a TypeScript one.
+func (p *plan) sendFeedback() {
 	frame := frRevisionPrompt
 	if p.v.Pifleet {
 		frame = frTaskReject
 	}
-	p.add(effect{Kind: fxSend, Frame: frame, Text: text, Pending: pending})
+	p.add(effect{Kind: fxSend, Frame: frame})
 }
 
 // delivered: the feedback is queued; the worker runs again.
@@ -400,7 +398,7 @@ func (p *plan) deliver() {
 	if p.v.Instance != StateRevising || !p.v.FeedbackPending {
 		return
 	}
-	p.sendFeedback("", true)
+	p.sendFeedback()
 	p.delivered()
 }
 

@@ -324,16 +324,11 @@ func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 		}
 		return nil, trySend(c, fr)
 	case frTaskReject, frRevisionPrompt:
-		text := e.Text
-		if e.Pending {
-			if t == nil || len(t.rec.Feedback) == 0 {
-				return nil, errors.New("fleet: no feedback to deliver")
-			}
-			text = t.rec.Feedback[len(t.rec.Feedback)-1].Text
+		// The task's latest feedback: the plan recorded it before.
+		if t == nil || len(t.rec.Feedback) == 0 {
+			return nil, errors.New("fleet: no feedback to deliver")
 		}
-		if t == nil {
-			return nil, errors.New("fleet: reject: no open task")
-		}
+		text := t.rec.Feedback[len(t.rec.Feedback)-1].Text
 		var fr transport.Frame = &transport.TaskRejectFrame{Header: hdr, TaskID: t.rec.TaskID, Feedback: text,
 			RejectionID: fmt.Sprintf("%s#%d", t.rec.TaskID, len(t.rec.Feedback))}
 		if e.Frame == frRevisionPrompt {
