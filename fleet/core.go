@@ -107,6 +107,9 @@ type coreInput struct {
 	Code string
 	// SessionPath is the worker's session file, as the frame says.
 	SessionPath string
+	// Stopped (inWorkerGone): the agent lists the worker as stopped, by a
+	// stop.
+	Stopped bool
 }
 
 // effectKind names what the driver does.
@@ -274,6 +277,20 @@ func (p *plan) workerGone(reason, sessionPath string) bool {
 	p.instance(EventWorkerGone)
 	p.persist()
 	return true
+}
+
+// stopped ends a stopping instance as its stop did: the session file's
+// last entries, written as the worker stopped, are fetched.
+func (p *plan) stopped(forced bool, sessionPath string) {
+	p.session(sessionPath)
+	p.add(effect{Kind: fxCatchUp})
+	if forced {
+		p.add(effect{Kind: fxReason, Reason: "forced"})
+		p.instance(EventStoppedForced)
+	} else {
+		p.instance(EventStoppedGracefully)
+	}
+	p.persist()
 }
 
 // session notes the worker's session file when the frame names one.
@@ -517,6 +534,12 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 		p.persist()
 
 	case inWorkerGone:
+		if in.Stopped && v.Instance == StateStopping {
+			// The agent carried the stop out; its answer was lost with
+			// the connection.
+			p.stopped(false, in.SessionPath)
+			break
+		}
 		if !p.workerGone(in.Reason, in.SessionPath) {
 			return nil, false
 		}
@@ -536,15 +559,7 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 			// Stale: the instance ended otherwise meanwhile.
 			return nil, false
 		}
-		p.session(in.SessionPath)
-		p.add(effect{Kind: fxCatchUp})
-		if in.Forced {
-			p.add(effect{Kind: fxReason, Reason: "forced"})
-			p.instance(EventStoppedForced)
-		} else {
-			p.instance(EventStoppedGracefully)
-		}
-		p.persist()
+		p.stopped(in.Forced, in.SessionPath)
 
 	case inStopRefused:
 		if in.Code == codeUnknownInstance {

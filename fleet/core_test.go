@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,6 +200,7 @@ func parseInput(s string) (coreInput, error) {
 	case inWorkerGone, inWorkerExited:
 		in.Reason = text
 		in.SessionPath = sessionArg(args)
+		in.Stopped = slices.Contains(args, "stopped")
 	case inStopped:
 		in.Forced = arg(0) == "forced"
 		in.SessionPath = sessionArg(args)
@@ -234,7 +236,7 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 		{Kind: inSnapshot}, {Kind: inSnapshot, Streaming: true}, {Kind: inSettled}, {Kind: inAbortTimeout},
 		{Kind: inRestore, Disposition: transport.DispositionKeepIdle},
 		{Kind: inStopped}, {Kind: inStopped, Forced: true, SessionPath: "/s"}, {Kind: inStopRefused, Code: codeUnknownInstance},
-		{Kind: inStopRefused, Code: "unknown_task"}, {Kind: inWorkerExited, Reason: "x", SessionPath: "/s"}, {Kind: inConnLost},
+		{Kind: inStopRefused, Code: "unknown_task"}, {Kind: inWorkerGone, Stopped: true, Reason: "agent reports it stopped"}, {Kind: inWorkerExited, Reason: "x", SessionPath: "/s"}, {Kind: inConnLost},
 	}
 	tasks := append([]TaskState{""}, TaskTable.States()...)
 	for _, is := range InstanceTable.States() {

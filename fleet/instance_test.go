@@ -196,3 +196,34 @@ func TestAReconcileCutShortIsDoneByTheNextConnection(t *testing.T) {
 		t.Errorf("prompt after the reconcile: %v", err)
 	}
 }
+
+// A stop whose answer the connection loss cuts off releases its caller
+// with ErrNotConnected; the instance stays stopping until the reconnect,
+// where the agent lists the worker stopped: the instance ends stopped as
+// asked, not as a worker that died.
+func TestAStopCutOffByAConnectionLossEndsAfterTheReconnect(t *testing.T) {
+	tf, peer, proxy := proxiedFleet(t)
+	inst := spawn(t, tf, "box")
+	held := make(chan func(), 1)
+	peer.mu.Lock()
+	peer.stopGate = func(send func()) { held <- send }
+	peer.mu.Unlock()
+	errc := make(chan error, 1)
+	go func() { errc <- inst.Stop(t.Context()) }()
+	<-held // the agent stopped the worker; its answer waits
+	proxy.Refuse(true)
+	proxy.Cut()
+	if err := <-errc; !errors.Is(err, fleet.ErrNotConnected) {
+		t.Fatalf("Stop cut off by the connection loss = %v, want ErrNotConnected", err)
+	}
+	if got := inst.State(); got != fleet.StateStopping {
+		t.Errorf("during the outage: %s, want stopping", got)
+	}
+	proxy.Refuse(false)
+	tf.waitInstance(t, inst.ID(), fleet.StateStopped)
+	for _, st := range tf.Status(t.Context()).Instances {
+		if st.InstanceID == inst.ID() && st.EndReason != "" {
+			t.Errorf("end reason %q, want none (stopped as asked)", st.EndReason)
+		}
+	}
+}

@@ -63,6 +63,7 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		gone := coreInput{Kind: inWorkerGone, Reason: "not listed by the agent after a reconnect"}
 		if ok {
 			gone.Reason, gone.SessionPath = "agent reports it "+string(info.State), info.SessionPath
+			gone.Stopped = info.State == transport.InstanceStopped
 		}
 		f.stepInstanceLocked(inst, gone)
 	}
