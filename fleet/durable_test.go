@@ -76,8 +76,13 @@ func TestSubmitSendsItsPromptOnlyOnceItsRecordIsDurableAndWaitsWithoutTheLock(t 
 func TestSpawnAnswersOnceItsRecordIsDurable(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
 	tf := newTestFleet(t, peer)
+	// The spawn itself is durable before its frame goes out: the writer
+	// is held once the spawn reached the agent, before its answer.
+	gate := make(chan func(), 1)
+	peer.mu.Lock()
+	peer.spawnGate = func(send func()) { gate <- send }
+	peer.mu.Unlock()
 	queued := tf.PersistQueued(t)
-	release := tf.HoldWrites(t)
 	type result struct {
 		inst *fleet.Instance
 		err  error
@@ -87,6 +92,9 @@ func TestSpawnAnswersOnceItsRecordIsDurable(t *testing.T) {
 		inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "box", Cwd: "/work/repo", Bundle: "default"})
 		spawned <- result{inst, err}
 	}()
+	answer := <-gate
+	release := tf.HoldWrites(t)
+	answer()
 	var id string
 	for w := range queued {
 		if id, _ = strings.CutPrefix(w, "instance "); id != w {

@@ -131,6 +131,15 @@ type Fleet struct {
 
 	notify *notifyQueue
 
+	// serverID names this server in its spawn ids (spawnintent.go).
+	serverID string
+	// spawnIntents are the spawns a previous life stored and never saw
+	// answered, by spawn id, until their agent's next reconcile (under
+	// mu).
+	spawnIntents map[string]serverstore.SpawnIntent
+	// hooks are points a test can hold the fleet at.
+	hooks fleetHooks
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -214,6 +223,7 @@ func New(opts ...Option) (*Fleet, error) {
 		tasks:         map[string]*task{},
 		subs:          newSubscribers(cfg.Now),
 		notify:        newNotifyQueue(),
+		spawnIntents:  map[string]serverstore.SpawnIntent{},
 	}
 	mu = &f.mu
 	if cfg.RegistryRoot != "" {
@@ -236,8 +246,15 @@ func New(opts ...Option) (*Fleet, error) {
 // restore reads the instance registry, the tasks and the session
 // projections back from the store.
 func (f *Fleet) restore() error {
+	var err error
+	if f.serverID, err = f.store.ServerID(); err != nil {
+		return err
+	}
 	recs, err := f.store.ListInstances()
 	if err != nil {
+		return err
+	}
+	if err := f.restoreSpawnIntents(recs); err != nil {
 		return err
 	}
 	for _, rec := range recs {

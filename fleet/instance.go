@@ -24,9 +24,12 @@ type instance struct {
 	// spawnID is the spawn request's id: it names the instance until the
 	// agent assigns id (Status, Fleet.Instance, Stop).
 	spawnID string
-	agent   string
-	rec     serverstore.Instance
-	m       fsmkit.Machine[InstanceState, InstanceEvent]
+	// spawnConn is the connection its spawn was sent on (its answer can
+	// come on no other).
+	spawnConn *transport.Conn
+	agent     string
+	rec       serverstore.Instance
+	m         fsmkit.Machine[InstanceState, InstanceEvent]
 
 	openTask   string
 	maxRejects int
@@ -325,6 +328,32 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	for k, v := range opts.Env {
 		env[k] = v
 	}
+	rec := serverstore.Instance{Machine: machine, Cwd: cwd, Bundle: bundleName, BundleHash: man.BundleHash,
+		TraceID: traceID, State: string(StateRequested)}
+	if opts.PinnedHash != "" {
+		rec.BundleHash = opts.PinnedHash
+	}
+	if opts.Model != nil {
+		rec.Model = &serverstore.ModelRef{Provider: opts.Model.Provider, ID: opts.Model.ID, Thinking: opts.Model.Thinking}
+	}
+	fromSession, sessionMode := "", transport.SessionMode("")
+	if origin != nil {
+		rec.FromSession, rec.SessionMode, rec.StaleBaseline = origin.FromSession, origin.SessionMode, origin.StaleBaseline
+		fromSession = origin.FromSession
+		if origin.SessionMode == string(transport.SessionAttach) {
+			sessionMode = transport.SessionAttach // absent means clone, for TypeScript agents too
+		}
+	}
+	// The spawn is durable before its frame is sent (and outside the
+	// fleet's lock): a server killed before it stored the answer adopts
+	// the worker once restarted, and a spawn this call gives up leaves a
+	// worker that the agent's next reconnect stops (spawnintent.go).
+	spawnID := f.newSpawnID()
+	rec.SpawnID = spawnID
+	if err := f.store.PutSpawnIntent(spawnIntent(spawnID, rec)); err != nil {
+		return nil, fmt.Errorf("fleet: spawn: cannot record the spawn: %w", err)
+	}
+	defer f.forgetSpawnIntent(spawnID)
 
 	f.mu.Lock()
 	a, c, err := f.connForLocked(machine, trust.OpSpawn)
@@ -349,22 +378,6 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 			env["PI_FLEET_SERVER"] = url
 		}
 	}
-	rec := serverstore.Instance{Machine: machine, Cwd: cwd, Bundle: bundleName, BundleHash: man.BundleHash,
-		TraceID: traceID, State: string(StateRequested)}
-	if opts.PinnedHash != "" {
-		rec.BundleHash = opts.PinnedHash
-	}
-	if opts.Model != nil {
-		rec.Model = &serverstore.ModelRef{Provider: opts.Model.Provider, ID: opts.Model.ID, Thinking: opts.Model.Thinking}
-	}
-	fromSession, sessionMode := "", transport.SessionMode("")
-	if origin != nil {
-		rec.FromSession, rec.SessionMode, rec.StaleBaseline = origin.FromSession, origin.SessionMode, origin.StaleBaseline
-		fromSession = origin.FromSession
-		if origin.SessionMode == string(transport.SessionAttach) {
-			sessionMode = transport.SessionAttach // absent means clone, for TypeScript agents too
-		}
-	}
 	inst := newInstance(f, "", machine, rec, InstanceTable.Start())
 	inst.maxRejects = maxRejects
 	inst.budget = man.Budget
@@ -375,13 +388,12 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	if man.UI != nil {
 		inst.autoAnswer = man.UI.AutoAnswer
 	}
-	fr := &transport.SpawnFrame{Header: transport.Header{ID: "spawn-" + f.hex(12), TraceID: traceID},
+	fr := &transport.SpawnFrame{Header: transport.Header{ID: spawnID, TraceID: traceID},
 		Cwd: cwd, Bundle: bundleName, BundleHash: opts.PinnedHash, FromSession: fromSession, SessionMode: sessionMode,
 		Model: opts.Model, Budget: opts.Budget, Isolation: opts.Isolation.frame()}
 	if len(env) > 0 {
 		fr.Env = env
 	}
-	spawnID := fr.ID
 	inst.spawnID = spawnID
 	var spawnErr error
 	w, err := f.requestLocked(a, c, fr, func(ans transport.Frame) {
@@ -407,6 +419,7 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		return nil, err
 	}
 	a.spawning[spawnID] = inst
+	inst.spawnConn = c
 	f.log.Info().Str("agent", machine).Str("bundle", bundleName).Str("traceId", traceID).Msg("spawn sent")
 	f.mu.Unlock()
 
@@ -504,6 +517,18 @@ func (f *Fleet) spawnAnswerWhileStoppingLocked(a *agentState, inst *instance, an
 // spawnedLocked registers a spawned instance: the steps the agent did not
 // report are fired first (a TypeScript agent answers spawned at once).
 func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.InstanceInfo) {
+	if f.hooks.spawnedReceived != nil {
+		f.hooks.spawnedReceived()
+	}
+	// The steps first, while the instance has no id: nothing is stored
+	// before its spawned state, so that a server killed in between finds
+	// the spawn's intent alone, and adopts the worker by it.
+	if inst.m.State() == StateRequested {
+		f.fireLocked(inst, EventSpawnAccepted, nil)
+	}
+	if inst.m.State() == StateSpawning {
+		f.fireLocked(inst, EventProvisioningStarted, nil)
+	}
 	inst.id = info.InstanceID
 	inst.rec.InstanceID = info.InstanceID
 	if info.BundleHash != "" {
@@ -516,12 +541,6 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 	inst.rec.ModelPinned = info.ModelPinned
 	if w := info.Worktree; w != nil {
 		inst.rec.Worktree = &serverstore.Worktree{Repo: w.Repo, Path: w.Path, Branch: w.Branch, Base: w.Base, BaseRef: w.BaseRef}
-	}
-	if inst.m.State() == StateRequested {
-		f.fireLocked(inst, EventSpawnAccepted, nil)
-	}
-	if inst.m.State() == StateSpawning {
-		f.fireLocked(inst, EventProvisioningStarted, nil)
 	}
 	f.addInstanceLocked(inst)
 	f.annotateSpawnedLocked(inst)

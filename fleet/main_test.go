@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if campaignApp != nil && os.Getenv(campaignAppEnv) == "1" {
 		os.Exit(campaignApp(os.Args[1:]))
 	}
+	if spawnApp != nil && os.Getenv(spawnAppEnv) == "1" {
+		os.Exit(spawnApp(os.Args[1:]))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "shim":
@@ -79,6 +82,13 @@ var fleetChecks = fsmtest.Checks{
 var campaignApp func(args []string) int
 
 const campaignAppEnv = "PIFLEET_KILLCAMPAIGN_APP"
+
+// spawnApp is an application that spawns one worker and holds when its
+// spawned arrives, so that a test kills it there (spawnwindow_test.go).
+// The test binary runs it when spawnAppEnv is 1.
+var spawnApp func(args []string) int
+
+const spawnAppEnv = "PIFLEET_SPAWN_APP"
 
 // testKeyFile is the key file the tests' fleets use (fleet.WithKeyFile);
 // the tests' agents trust testServerKey, its public key.

@@ -3,6 +3,9 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	"example.com/pifleet/fleet/internal/serverstore"
 
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/trust"
@@ -14,7 +17,10 @@ import (
 // the outcome on every instance of the agent.
 //
 // known are the agent's instances when the connection was established:
-// one spawned later is not in the list's answer and is not lost.
+// one spawned later is not in the list's answer and is not lost. An
+// agent that lists spawn ids is listed even when none is known: a worker
+// of a spawn whose answer the server never stored is adopted or stopped
+// (reconcileSpawnsLocked).
 //
 // A snapshot is applied only to the state it was asked for: frames of the
 // same connection (a task_done, a verdict and its stop) may move the
@@ -30,7 +36,10 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		case <-ctx.Done():
 		}
 	}()
-	if len(known) == 0 {
+	f.mu.Lock()
+	spawnIDs := a.hello != nil && slices.Contains(a.hello.Capabilities, transport.CapabilitySpawnID)
+	f.mu.Unlock()
+	if len(known) == 0 && !spawnIDs {
 		return
 	}
 	ans, err := c.Request(ctx, &transport.ListFrame{})
@@ -67,8 +76,15 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		}
 		f.stepInstanceLocked(inst, gone)
 	}
+	spawns := f.reconcileSpawnsLocked(a, c, list.Instances)
+	live = append(live, spawns.adopted...)
+	var adoptedWrites []*serverstore.Pending
+	for _, inst := range spawns.adopted {
+		adoptedWrites = append(adoptedWrites, inst.written)
+	}
 	pifleet := a.pifleet
 	f.mu.Unlock()
+	f.settleSpawns(ctx, a, c, spawns, adoptedWrites)
 
 	for _, inst := range live {
 		f.mu.Lock()

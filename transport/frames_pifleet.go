@@ -52,6 +52,13 @@ const (
 // waits for spawned, then stops the worker).
 const CapabilitySpawnCancel = "spawn-cancel"
 
+// CapabilitySpawnID, in an agent's hello, says that its instances name
+// the spawn that started them (InstanceInfo.SpawnID), in every listing,
+// also after a restart of the agent: a server that recorded a spawn
+// before it sent it can then adopt the worker of a spawn whose answer it
+// never stored, and stop one it gave up.
+const CapabilitySpawnID = "spawn-id"
+
 // SessionMode says how a spawn uses its fromSession file.
 type SessionMode string
 

@@ -61,6 +61,9 @@ type InstanceInfo struct {
 	ModelPinned bool
 	// Worktree (pifleet addition) is the isolated worker's git worktree.
 	Worktree *WorktreeInfo
+	// SpawnID (pifleet addition) is the id of the spawn request that
+	// started the worker (see CapabilitySpawnID).
+	SpawnID string
 }
 
 // schema lists InstanceInfo's fields.
@@ -75,6 +78,7 @@ func (i *InstanceInfo) schema(s *schema) {
 	optStructField(s, "model", &i.Model)
 	s.Bool("modelPinned", &i.ModelPinned, optional)
 	optStructField(s, "worktree", &i.Worktree)
+	s.String("spawnId", &i.SpawnID, optional)
 }
 
 // IsolationMode is how a worker is kept apart from the others.

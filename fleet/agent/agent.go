@@ -607,7 +607,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel, transport.CapabilitySpawnID}
 }
 
 // peersSnapshot returns the connected peers that finished their accept
@@ -694,7 +694,8 @@ type testHooks struct {
 }
 
 // EnvSpawnHold, for fault-injection tests only, names a point of every
-// spawn ("before-start", "started", "before-complete") at which the agent
+// spawn ("before-start", "started", "before-complete", "before-answer")
+// at which the agent
 // logs that it holds and then waits until it is killed, so that a test can
 // kill it there.
 const EnvSpawnHold = "PIFLEET_TEST_SPAWN_HOLD"

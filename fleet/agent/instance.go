@@ -38,6 +38,7 @@ type instance struct {
 	model       *transport.ModelRef
 	modelPinned bool // set while the worker's model is pinned (applyPin)
 	traceID     string
+	spawnID     string // the spawn request that started it (InstanceInfo.SpawnID)
 	state       transport.InstanceState
 	pid         int
 	sessionPath string
@@ -84,6 +85,7 @@ func (in *instance) info() transport.InstanceInfo {
 		BundleHash:  in.bundleHash,
 		SessionPath: in.sessionPath,
 		State:       in.state,
+		SpawnID:     in.spawnID,
 	}
 	if in.state == transport.InstanceRunning && in.pid > 0 {
 		ii.PID = new(float64(in.pid))

@@ -203,7 +203,7 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 	}
 	in := &instance{a: a, id: id, cwd: rec.Cwd, log: log,
 		fs:   fsservice.New(rec.Cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
-		spec: spec, bundle: rec.Bundle, bundleHash: rec.BundleHash, tools: ss.Tools, traceID: rec.TraceID,
+		spec: spec, bundle: rec.Bundle, bundleHash: rec.BundleHash, tools: ss.Tools, traceID: rec.TraceID, spawnID: rec.SpawnID,
 		state: transport.InstanceRunning, sessionPath: rec.SessionPath, rejection: rec.Rejection}
 	if rec.Model != nil {
 		in.model = &transport.ModelRef{Provider: rec.Model.Provider, ID: rec.Model.ID, Thinking: rec.Model.Thinking}

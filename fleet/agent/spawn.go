@@ -421,13 +421,13 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	in := &instance{a: a, id: id, cwd: cwd, log: a.log.With().Str("instanceId", id).Logger(),
 		fs:   fsservice.New(cwd, fsservice.WithAccess(a.cfg.FsAccess), fsservice.WithLogger(a.cfg.Logger)),
 		spec: spec, bundle: f.Bundle, bundleHash: res.BundleHash, res: res, model: l.model, traceID: f.TraceID,
-		state: transport.InstanceRunning, tree: tree}
+		spawnID: f.ID, state: transport.InstanceRunning, tree: tree}
 	// Durable before the start: the record (marked spawning, so that a
 	// restart rolls the spawn back), the spec, and, from the worker's
 	// OnLaunch, the shim's handle. An agent killed at any point from here
 	// leaves nothing its successor cannot find and stop.
 	rec := agentstore.Instance{InstanceID: id, Cwd: cwd, Bundle: f.Bundle, BundleHash: res.BundleHash,
-		State: transport.InstanceRunning, TraceID: f.TraceID, Spawning: true}
+		State: transport.InstanceRunning, TraceID: f.TraceID, SpawnID: f.ID, Spawning: true}
 	if l.model != nil {
 		rec.Model = &agentstore.Model{Provider: l.model.Provider, ID: l.model.ID, Thinking: l.model.Thinking}
 	}
@@ -513,6 +513,10 @@ func (a *Agent) startInstance(ctx context.Context, p *peer, f *transport.SpawnFr
 	}
 	in.recordSession()
 	a.rescanSessions()
+	// Listed from here on, under its spawn id, though its spawned is not
+	// sent yet: a connection that closes now leaves a worker the server
+	// finds in its next listing.
+	a.hooks.spawnPoint("before-answer")
 	return in, nil
 }
 

@@ -41,6 +41,9 @@ func populated(t *testing.T, dir string) {
 	if err := st.PutProjection("box", []byte(`{"sessions":[]}`)); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.PutSpawnIntent(SpawnIntent{SpawnID: "spawn-1", Machine: "box", Cwd: "/work", Bundle: "default"}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Every corruption of server.db is a *CorruptFileError naming the file —
@@ -55,6 +58,7 @@ func TestOpenRefusesACorruptStateFile(t *testing.T) {
 		{Bucket: bucketDeliveries, Key: report("t-03", 1003).Key().encode()},
 		{Bucket: bucketPendingIdx, Key: orderKey(2)},
 		{Bucket: bucketMeta, Key: keyNotifiedCount},
+		{Bucket: bucketSpawns, Key: []byte("spawn-1")},
 	}
 	boltfiletest.Refuses(t, boltfiletest.Store{
 		File:     FileName,

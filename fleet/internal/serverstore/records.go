@@ -117,6 +117,8 @@ type Instance struct {
 	State       string `json:"state"`
 	SessionPath string `json:"sessionPath,omitempty"`
 	TraceID     string `json:"traceId,omitempty"`
+	// SpawnID is the id of the spawn request that started the worker.
+	SpawnID string `json:"spawnId,omitempty"`
 	// Degraded is set when the worker started from a stale cached bundle.
 	Degraded bool `json:"degraded,omitempty"`
 	// EndReason says why a stopped or failed instance ended when it was

@@ -147,6 +147,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, boltfile.Named("serverstore", err)
 	}
+	if err := initSpawns(db); err != nil {
+		return nil, errors.Join(fmt.Errorf("serverstore: %w", err), db.Close())
+	}
 	path := filepath.Join(dir, FileName)
 	s := &Store{db: db, path: path, now: o.now, log: o.log, retention: o.retention, waitCheck: o.waitCheck}
 	s.startWriter()

@@ -60,5 +60,5 @@ func verify(tx *bolt.Tx) error {
 			return err
 		}
 	}
-	return nil
+	return verifySpawns(tx)
 }

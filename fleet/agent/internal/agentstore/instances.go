@@ -43,6 +43,9 @@ type Instance struct {
 	Rejection string `json:"rejection,omitzero"`
 	// TraceID follows the operation that started the instance.
 	TraceID string `json:"traceId,omitzero"`
+	// SpawnID is the id of the spawn request that started the worker: a
+	// server that never stored the spawn's answer knows the worker by it.
+	SpawnID string `json:"spawnId,omitzero"`
 
 	// Shim locates the shim process that holds the worker's stdio, for
 	// re-adoption by a restarted agent; nil when there is none.
