@@ -235,6 +235,7 @@ const (
 //	listed alive, not streaming   reconnectedIdle (unreachable), abortConfirmed (aborting)
 //	listed alive, streaming       reconnectedRunning (unreachable); aborting re-sends the abort
 //	not listed, exited or lost    workerGone (spawn states: spawnError)
+//	listed stopped                stoppedGracefully (stopping: the stop's answer was lost), else workerGone
 //	still provisioning            nothing: progress frames follow
 //
 // A result the state rejects is stale and dropped: the review states, for
