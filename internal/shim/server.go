@@ -409,12 +409,17 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		out.writeJSON(frameRefused, nil, refusal)
 		return
 	}
+	if err := out.writeJSON(frameWelcome, nil, welcome); err != nil {
+		// The hello of an agent killed right after it connected can still
+		// be read, but its welcome cannot be sent: the agent it replaced
+		// (one stopping the worker, say) stays attached, and is told
+		// nothing.
+		s.log.Warn().Err(err).Msg(staleAttachMessage)
+		s.reinstate(ss, old)
+		return
+	}
 	if old != nil {
 		s.goTracked(func() { old.closeWith(frameReplaced) })
-	}
-	if err := out.writeJSON(frameWelcome, nil, welcome); err != nil {
-		s.detach(ss)
-		return
 	}
 	s.log.Info().Uint64("resumeFrom", f.hello.ResumeFrom).Msg("agent attached")
 	s.goTracked(ss.writeLoop)
@@ -452,6 +457,27 @@ func (s *server) attach(ss *session, h helloMsg) (welcomeMsg, *session, *RemoteE
 		ss.cursor = s.backlog.ackedThrough + 1
 	}
 	return welcomeMsg{V: protocolVersion, MaxLine: s.cfg.MaxLine, Window: s.cfg.Window, Status: s.statusLocked()}, old, nil
+}
+
+// staleAttachMessage is logged for an attach whose agent was gone before
+// its welcome could be sent.
+const staleAttachMessage = "an agent gone before its welcome was not attached"
+
+// reinstate gives the attachment back to old, the session ss replaced, if
+// ss still holds it.
+func (s *server) reinstate(ss, old *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attached != ss {
+		return
+	}
+	s.attached = old
+	switch {
+	case old != nil:
+		old.notify() // records appended meanwhile woke ss
+	case s.exit != nil:
+		s.armLingerLocked()
+	}
 }
 
 // detach forgets ss if it is still the attached session.
