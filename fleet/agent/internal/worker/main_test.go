@@ -55,21 +55,29 @@ func TestMain(m *testing.M) {
 // a tool at each prompt (a child in a process group of its own, holding
 // the WITNESS FIFO) before any agent_start reached the agent, and ends it
 // only when aborted: stdin EOF leaves it running, as a busy pi would. As
-// "mute" it holds the WITNESS FIFO and never answers anything: a worker
-// that hangs before its first get_state. A stubborn worker that has
+// "mute" it reads its first get_state, then holds the WITNESS FIFO and
+// never answers anything: a worker that hangs before its first get_state. A stubborn worker that has
 // ABORTED set opens that FIFO when it reads an abort (and still ignores it).
 // As "late" it starts a prompt's run only when that run is aborted: the
 // run's agent_start and agent_end come after the abort, and it exits at
 // stdin EOF.
 func helperWorker(role string) int {
 	if role == "mute" {
+		// The first get_state is written once the agent is attached to
+		// the shim: holding the FIFO only from then on tells a test that
+		// a shim killed now is lost to an attached agent, not one still
+		// starting.
+		in := bufio.NewReader(os.Stdin)
+		if _, err := in.ReadBytes('\n'); err != nil {
+			return 1
+		}
 		f, err := os.OpenFile(os.Getenv("WITNESS"), os.O_WRONLY, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		defer f.Close()
-		io.Copy(io.Discard, os.Stdin)
+		io.Copy(io.Discard, in)
 		select {} // deaf to EOF
 	}
 	if role == "stubborn" {
