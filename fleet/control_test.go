@@ -406,6 +406,59 @@ func TestDialogResolvedByItsOwnTimeoutIsNoLongerPending(t *testing.T) {
 	}
 }
 
+// A dialog that its agent reports ended without an answer (ui_ended)
+// leaves the pending dialogs at once, whatever its deadline, and
+// subscribers are told how it ended; answering it says why it is too
+// late. A report for a dialog the fleet does not know changes nothing.
+func TestADialogItsAgentReportsEndedIsDropped(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	pending := func() []fleet.UIRequest {
+		for _, is := range tf.Status(t.Context()).Instances {
+			if is.InstanceID == inst.ID() {
+				return is.PendingUI
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		reason transport.UIEndReason
+		says   string
+	}{
+		{transport.UIEndTimedOut, "its time ran out"},
+		{transport.UIEndCancelled, "the worker process that asked is gone"},
+	} {
+		id := "u-" + string(tc.reason)
+		peer.askUI(inst.ID(), id, "Go on?")
+		tf.waitChange(t, "ui request", func(c fleet.Change) bool {
+			return c.Kind == fleet.ChangeUIRequest && c.UI != nil && c.UI.RequestID == id
+		})
+		if p := pending(); len(p) != 1 {
+			t.Fatalf("pending before its end: %+v", p)
+		}
+		peer.send(peer.conn(), &transport.UIEndedFrame{InstanceID: inst.ID(), RequestID: "u-unknown", Reason: tc.reason})
+		peer.send(peer.conn(), &transport.UIEndedFrame{InstanceID: inst.ID(), RequestID: id, Reason: tc.reason})
+		var ended fleet.Change
+		tf.waitChange(t, "the dialog's end", func(c fleet.Change) bool {
+			ended = c
+			return c.Kind == fleet.ChangeUIEnded
+		})
+		if ended.UI == nil || ended.UI.RequestID != id || ended.InstanceID != inst.ID() || !strings.Contains(ended.Message, tc.says) {
+			t.Errorf("change %+v (UI %+v), want dialog %s ended: %s", ended, ended.UI, id, tc.says)
+		}
+		if p := pending(); len(p) != 0 {
+			t.Errorf("pending after its end: %+v", p)
+		}
+		if err := tf.AnswerUI(t.Context(), "", id, true); !errors.Is(err, fleet.ErrUIRequestExpired) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("answer after its end: %v", err)
+		}
+		if err := tf.AnswerUI(t.Context(), "", id, true); !errors.Is(err, fleet.ErrUnknownUIRequest) {
+			t.Errorf("second answer after its end: %v", err)
+		}
+	}
+}
+
 // The server's dial checks the name: a peer whose whois machine is not
 // the directory's name for that address is refused (never commanded as
 // that agent), even though its hello claims the right name.

@@ -63,9 +63,10 @@ var (
 	ErrNotSupported = errors.New("fleet: agent does not support this operation")
 	// ErrUnknownUIRequest: no pending worker dialog with that id.
 	ErrUnknownUIRequest = errors.New("fleet: unknown ui request")
-	// ErrUIRequestExpired: the dialog's own timeout passed and pi answered
-	// it itself; an answer now would be ignored.
-	ErrUIRequestExpired = errors.New("fleet: dialog already resolved by its timeout")
+	// ErrUIRequestExpired: the dialog ended without an answer (its own
+	// timeout passed and pi answered it itself, or its agent reported it
+	// ended); an answer now would be ignored.
+	ErrUIRequestExpired = errors.New("fleet: dialog already ended without an answer")
 	// ErrUnknownSession is matched by every *UnknownSessionError.
 	ErrUnknownSession = errors.New("fleet: unknown session")
 	// ErrSessionPinned: attaching to a pinned session (a baseline) is

@@ -55,6 +55,8 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 		f.onExecExitLocked(a, fr)
 	case *transport.UIRequestFrame:
 		f.onUIRequestLocked(a, c, fr)
+	case *transport.UIEndedFrame:
+		f.onUIEndedLocked(a, fr)
 	case *transport.WorkerExitedFrame:
 		f.onWorkerExitedLocked(a, fr)
 	case *transport.TaskEscalatedFrame:
@@ -513,6 +515,26 @@ func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transpor
 	f.publishLocked(Change{Kind: ChangeUIRequest, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: req})
 }
 
+// onUIEndedLocked handles an agent's word that a dialog ended without an
+// answer (its time ran out, or the worker that asked is gone): it is no
+// longer pending, and subscribers are told, so that a watch or a page
+// stops offering it. It stays known until answered, so that a late answer
+// is told why it is too late.
+func (f *Fleet) onUIEndedLocked(a *agentState, fr *transport.UIEndedFrame) {
+	inst := f.instances[fr.InstanceID]
+	if inst == nil || inst.agent != a.name {
+		return
+	}
+	u := inst.ui[fr.RequestID]
+	if u == nil || u.ended != "" {
+		return // answered already, or told twice
+	}
+	u.ended = fr.Reason
+	ended := *u
+	f.publishLocked(Change{Kind: ChangeUIEnded, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: &ended,
+		Message: ended.endText()})
+}
+
 // UIRequest is a worker dialog waiting for an answer (AnswerUI).
 type UIRequest struct {
 	InstanceID, RequestID string
@@ -523,11 +545,24 @@ type UIRequest struct {
 	// Deadline is when pi answers the dialog itself (its own timeout);
 	// zero when it waits. A dialog past it is no longer pending.
 	Deadline time.Time
+	// ended says why the dialog ended without an answer, as its agent
+	// reported (ui_ended); "" while it waits.
+	ended transport.UIEndReason
 }
 
-// expired reports whether pi answered the dialog itself by now.
+// expired reports whether the dialog can no longer be answered: its agent
+// said it ended, or pi answered it itself by now.
 func (u *UIRequest) expired(now time.Time) bool {
-	return !u.Deadline.IsZero() && !now.Before(u.Deadline)
+	return u.ended != "" || !u.Deadline.IsZero() && !now.Before(u.Deadline)
+}
+
+// endText says in words how a dialog that can no longer be answered
+// ended.
+func (u *UIRequest) endText() string {
+	if u.ended == transport.UIEndCancelled {
+		return "the worker process that asked is gone (restarted)"
+	}
+	return "its time ran out; the worker went on with its default answer"
 }
 
 // pendingUILocked returns the instance's dialogs still waiting for an

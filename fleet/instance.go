@@ -1071,7 +1071,8 @@ func (f *Fleet) request(ctx context.Context, id string, op trust.Operation, need
 // AnswerUI answers a worker dialog that policy did not answer. value is
 // a string, a bool, or nil (cancel). An empty instanceID finds the dialog
 // by its request id among all instances. A dialog pi already answered
-// itself (its own timeout passed) is refused with ErrUIRequestExpired.
+// itself (its own timeout passed), or that its agent reported ended
+// without an answer, is refused with ErrUIRequestExpired.
 func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, value any) error {
 	return f.whileQueueFull(ctx, "answer dialog "+requestID, func() error {
 		if instanceID == "" {
@@ -1095,6 +1096,9 @@ func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, valu
 		}
 		if u.expired(f.cfg.Now()) {
 			delete(inst.ui, requestID)
+			if u.ended != "" {
+				return fmt.Errorf("%w: %s of %s: %s", ErrUIRequestExpired, requestID, instanceID, u.endText())
+			}
 			return fmt.Errorf("%w: %s of %s: pi answered it itself when its timeout passed at %s", ErrUIRequestExpired,
 				requestID, instanceID, u.Deadline.Format(time.TimeOnly))
 		}

@@ -17,6 +17,7 @@ const (
 	ChangeTaskDone       ChangeKind = "task_done"       // a new task_done (Report)
 	ChangeEscalated      ChangeKind = "escalated"       // a task waits for a human (TaskID)
 	ChangeUIRequest      ChangeKind = "ui_request"      // a worker dialog waits for an answer (UI)
+	ChangeUIEnded        ChangeKind = "ui_ended"        // a worker dialog ended without an answer (UI; Message says how)
 	ChangeSpawnProgress  ChangeKind = "spawn_progress"  // a spawn step (Event is the phase)
 	ChangeModelDrift     ChangeKind = "model_drift"     // a worker's model changed (Message)
 	ChangeSessions       ChangeKind = "sessions"        // an agent's session inventory changed
@@ -38,7 +39,7 @@ type Change struct {
 	WorkerEvent *Event
 	// Report is set for ChangeTaskDone.
 	Report *TaskReport
-	// UI is set for ChangeUIRequest.
+	// UI is set for ChangeUIRequest and ChangeUIEnded.
 	UI *UIRequest
 	// Message is free text (an error, a drift description).
 	Message string

@@ -45,7 +45,13 @@ const (
 	TypeCacheVerifyResult    = "cache_verify_result"
 	TypeWorkerExited         = "worker_exited"
 	TypeSpawnCancel          = "spawn_cancel"
+	TypeUIEnded              = "ui_ended"
 )
+
+// CapabilityUIEnded, in an agent's hello, says it sends ui_ended when a
+// worker dialog ends without an answer (an older pifleet agent does not:
+// a server learns it only from the dialog's own timeout, if it has one).
+const CapabilityUIEnded = "ui-ended"
 
 // CapabilitySpawnCancel, in an agent's hello, says it answers
 // spawn_cancel (an older pifleet agent does not: a stop during its spawn
@@ -448,6 +454,42 @@ func (f *WorkerExitedFrame) schema(s *schema) {
 	s.String("taskId", &f.TaskID, optional)
 }
 
+// UIEndReason says why a worker dialog ended without an answer.
+type UIEndReason string
+
+// Reasons of ui_ended.
+const (
+	// UIEndTimedOut: the dialog's time ran out: the worker's own timeout
+	// (pi resolves the dialog by itself), or the agent's dialog wait
+	// (the agent sent the safe default: decline a confirm, cancel the
+	// others).
+	UIEndTimedOut UIEndReason = "timed_out"
+	// UIEndCancelled: the worker process that asked is gone (its bundle
+	// or tools were switched, which restarts it).
+	UIEndCancelled UIEndReason = "cancelled"
+)
+
+// UIEndedFrame (A→S, unsolicited, pifleet servers only) tells that a
+// dialog of a ui_request ended without an answer, so that nobody is asked
+// to answer it any more. A v1 server never receives it; it learns nothing
+// of the dialog's end (an answer it sends later is ignored by pi).
+type UIEndedFrame struct {
+	Header
+	InstanceID string
+	RequestID  string
+	Reason     UIEndReason
+}
+
+// FrameType returns "ui_ended".
+func (*UIEndedFrame) FrameType() string { return TypeUIEnded }
+
+// schema lists ui_ended's fields.
+func (f *UIEndedFrame) schema(s *schema) {
+	s.String("instanceId", &f.InstanceID, required)
+	s.String("requestId", &f.RequestID, required)
+	enum(s, "reason", &f.Reason, required, UIEndTimedOut, UIEndCancelled)
+}
+
 // SpawnCancelFrame (S→A) gives up a spawn that has not been answered yet:
 // the agent ends whatever it started for it (bundle sync, model probe,
 // worker process) and answers the spawn itself with spawn_error
@@ -618,6 +660,7 @@ var pifleetKinds = []frameKind{
 	kind[CacheVerifyResultFrame](),
 	kind[WorkerExitedFrame](),
 	kind[SpawnCancelFrame](),
+	kind[UIEndedFrame](),
 }
 
 func init() {

@@ -53,6 +53,8 @@ func pifleetFrameSamples() []Frame {
 		&WorkerExitedFrame{InstanceID: "i-2", Signal: "KILL", Expected: true, State: InstanceStopped},
 		&WorkerExitedFrame{InstanceID: "i-3", Lost: true, State: InstanceLost},
 		&SpawnCancelFrame{SpawnID: "spawn-0123456789ab"},
+		&UIEndedFrame{InstanceID: "i-1", RequestID: "3f2c9a60-5b7e-4f1a-9c2d-0e8b7a6f5d4c", Reason: UIEndTimedOut},
+		&UIEndedFrame{InstanceID: "i-2", RequestID: "u-2", Reason: UIEndCancelled},
 		// Extensions of v1 frames.
 		&SpawnFrame{Header: Header{ID: "r-11"}, Cwd: "/home/u/api", Bundle: "default", FromSession: "/s/base.jsonl", SessionMode: SessionAttach},
 		&SessionsReportFrame{Machine: "build-01", Full: true, Sessions: []SessionInfo{}, Page: new(1.0), Pages: new(3.0)},

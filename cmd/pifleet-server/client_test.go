@@ -453,6 +453,8 @@ func TestWatchOutput(t *testing.T) {
 		{Kind: controlapi.ChangeDropped, At: at, Count: 7},
 		{Kind: controlapi.ChangeTaskDone, At: at, InstanceID: "i-1", TaskID: "t-1", Data: json.RawMessage(`{"seq":3,"status":"settled","summary":"Fixed the \u001b[31mparser\nand its tests"}`)},
 		{Kind: controlapi.ChangeUIRequest, At: at, InstanceID: "i-1", Data: json.RawMessage(`{"id":"ui-9","instanceId":"i-1","kind":"select","title":"Which branch?","message":"pick one","options":["main","dev"]}`)},
+		{Kind: controlapi.ChangeUIEnded, At: at, InstanceID: "i-1", Message: "its time ran out; the worker went on with its default answer",
+			Data: json.RawMessage(`{"id":"ui-9","instanceId":"i-1","kind":"select","title":"Which \u001b[2Jbranch?","options":["main","dev"]}`)},
 		{Kind: controlapi.ChangeEvent, At: at, InstanceID: "i-1", Event: "tool_execution_start", Data: json.RawMessage(`{"type":"tool_execution_start","toolCallId":"c","toolName":"bash","args":{"command":"ls"}}`)},
 		{Kind: controlapi.ChangeEvent, At: at, InstanceID: "i-1", Event: "message_end", Data: json.RawMessage(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"two\nlines"}]}}`)},
 	}}
@@ -462,7 +464,8 @@ func TestWatchOutput(t *testing.T) {
 		"20:01:02 instance_state i-1 task t-1 running → awaiting_review (taskDone)\n" +
 		"20:01:02 dropped        7 change(s) lost: this watch was too slow\n" +
 		"20:01:02 task_done      i-1 task t-1 settled: Fixed the parser and its tests\n" +
-		"20:01:02 ui_request     i-1 dialog ui-9 (select) \"Which branch?\": pick one [main, dev] — pifleet-server ui answer ui-9 VALUE\n"
+		"20:01:02 ui_request     i-1 dialog ui-9 (select) \"Which branch?\": pick one [main, dev] — pifleet-server ui answer ui-9 VALUE\n" +
+		"20:01:02 ui_ended       i-1 dialog ui-9 (select) \"Which branch?\" ended without an answer: its time ran out; the worker went on with its default answer\n"
 	if out != want {
 		t.Errorf("watch:\n%s\nwant\n%s", out, want)
 	}

@@ -44,6 +44,13 @@ func startAgentOfKind(t *testing.T, reg string, kind pitest.Kind) string {
 // directory (where its workers' shims are found).
 func startAgentIn(t *testing.T, reg string, kind pitest.Kind) (addr, stateDir string) {
 	t.Helper()
+	return startAgentWith(t, reg, kind, nil)
+}
+
+// startAgentWith is startAgentIn whose configuration mod (when not nil)
+// has the last word on.
+func startAgentWith(t *testing.T, reg string, kind pitest.Kind, mod func(*agent.Config)) (addr, stateDir string) {
+	t.Helper()
 	ps := pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=box")
 	if err != nil {
@@ -63,6 +70,9 @@ func startAgentIn(t *testing.T, reg string, kind pitest.Kind) (addr, stateDir st
 		// Offline, and nothing of the machine's own pi configuration.
 		cfg.PiArgs = []string{"--offline", "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes", "--no-context-files"}
 		cfg.StopGrace = 10 * time.Second
+	}
+	if mod != nil {
+		mod(&cfg)
 	}
 	return runAgent(t, cfg), stateDir
 }

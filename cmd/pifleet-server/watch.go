@@ -94,6 +94,11 @@ func describeChange(ch controlapi.Change) []string {
 			}
 			fmt.Fprintf(&b, " — pifleet-server ui answer %s VALUE", u.ID)
 		}
+	case ch.Kind == controlapi.ChangeUIEnded:
+		var u controlapi.UIRequest
+		if json.Unmarshal(ch.Data, &u) == nil {
+			fmt.Fprintf(&b, " dialog %s (%s) %q ended without an answer", u.ID, u.Kind, oneLine(u.Title, 60))
+		}
 	case ch.From != "" || ch.To != "":
 		fmt.Fprintf(&b, " %s → %s", dash(ch.From), dash(ch.To))
 		if ch.Event != "" {

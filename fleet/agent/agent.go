@@ -607,7 +607,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel, transport.CapabilitySpawnID}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel, transport.CapabilitySpawnID, transport.CapabilityUIEnded}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

@@ -160,6 +160,13 @@ func (in *instance) pump(w *worker.Worker) {
 			in.a.persistWorker(in.id, w)
 		case ev.UIRequest != nil && !ev.UIRequest.AutoAnswered:
 			in.a.broadcast(uiRequestFrame(in.id, ev.UIRequest), false)
+		case ev.DialogEnded != nil:
+			// Nobody can answer it any more: the servers stop asking.
+			reason := transport.UIEndTimedOut
+			if ev.DialogEnded.Outcome == worker.OutcomeCancelled {
+				reason = transport.UIEndCancelled
+			}
+			in.a.broadcast(&transport.UIEndedFrame{InstanceID: in.id, RequestID: ev.DialogEnded.RequestID, Reason: reason}, true)
 		case ev.Settled != nil:
 			in.settled(w, ev.Settled)
 		case ev.Drift != nil:

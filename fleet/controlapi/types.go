@@ -584,6 +584,7 @@ const (
 	ChangeTaskDone      ChangeKind = "task_done"
 	ChangeEscalated     ChangeKind = "escalated"
 	ChangeUIRequest     ChangeKind = "ui_request"
+	ChangeUIEnded       ChangeKind = "ui_ended"
 	ChangeSpawnProgress ChangeKind = "spawn_progress"
 	ChangeModelDrift    ChangeKind = "model_drift"
 	ChangeSessions      ChangeKind = "sessions"
@@ -607,7 +608,8 @@ type Change struct {
 	// Message is free text (an error, a drift description).
 	Message string `json:"message,omitempty"`
 	// Data is the kind's payload: the worker event verbatim (event), a
-	// TaskDone (task_done), a UIRequest (ui_request).
+	// TaskDone (task_done), a UIRequest (ui_request; ui_ended: the dialog
+	// that ended without an answer, Message saying how).
 	Data json.RawMessage `json:"data,omitempty"`
 	// Count is the number of lost changes (dropped).
 	Count uint64 `json:"count,omitempty"`

@@ -104,16 +104,21 @@ const (
 	KindDrift = "model_drift"
 	// KindGap reports stdout lines the shim lost while nobody read them.
 	KindGap = "gap"
+	// KindDialogEnded reports that a dialog ended without an answer
+	// (Event.DialogEnded).
+	KindDialogEnded = "dialog_ended"
 )
 
 // Event is one item of a worker's ordered stream.
 type Event struct {
 	// Seq increases along the stream (also across Restart); it is not
 	// contiguous: lines the worker keeps to itself (answers to its own
-	// get_state, say) leave holes.
+	// get_state, say) leave holes. A DialogEnded event, which has no line
+	// of its own, has the seq of the last line read before it: the event
+	// before it may have the same.
 	Seq uint64
 	// Raw is the record to forward to the server as an event frame, nil
-	// for Exit, Drift and gaps. A synthetic agent_settled has Raw
+	// for Exit, Drift, DialogEnded and gaps. A synthetic agent_settled has Raw
 	// {"type":"agent_settled","aborted":…}.
 	Raw json.RawMessage
 	// Kind is the record's type ("agent_start", "response", …) or one of
@@ -127,6 +132,12 @@ type Event struct {
 	Exit *Exit
 	// Drift is set when the model changed behind the daemon's back.
 	Drift *Drift
+	// DialogEnded is set when a dialog that waited for AnswerUI ended
+	// without one: its time ran out (the worker's own timeout, or
+	// DialogTimeout: the safe default was sent), or the process that
+	// asked is gone (a Restart). Outcome is OutcomeTimedOut or
+	// OutcomeCancelled.
+	DialogEnded *DialogOutcome
 }
 
 // Settled is the end of one run.

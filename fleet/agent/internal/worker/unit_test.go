@@ -274,13 +274,28 @@ func TestDialogTimeoutVirtualTime(t *testing.T) {
 		if len(uis) != 2 || uis[1].Timeout != 10*time.Second || uis[1].Options[1] != "b" {
 			t.Fatalf("dialog requests = %+v, want two (notify is no dialog)", uis)
 		}
+		// ended reads the next event, which must say that the dialog
+		// ended unanswered.
+		ended := func(want DialogOutcome) {
+			t.Helper()
+			select {
+			case ev := <-f.out:
+				if ev.Kind != KindDialogEnded || ev.DialogEnded == nil || *ev.DialogEnded != want {
+					t.Errorf("event %s %+v, want the dialog ended: %+v", ev.Kind, ev.DialogEnded, want)
+				}
+			default:
+				t.Errorf("no event says that dialog %s ended", want.RequestID)
+			}
+		}
 		time.Sleep(11 * time.Second)
 		synctest.Wait()
+		ended(DialogOutcome{"d2", "select", "Pick", OutcomeTimedOut})
 		if err := f.w.AnswerUI("d2", "a", false); !errors.Is(err, ErrUnknownDialog) {
 			t.Errorf("answer after the select's own timeout: %v, want ErrUnknownDialog", err)
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
+		ended(DialogOutcome{"d1", "confirm", "Deploy?", OutcomeTimedOut})
 		f.feed(`{"type":"agent_start"}`)
 		f.feed(`{"type":"agent_end","messages":[]}`)
 		f.answerLast("get_state", `{"isStreaming":false,"pendingMessageCount":0}`)

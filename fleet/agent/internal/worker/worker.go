@@ -751,9 +751,26 @@ func (w *Worker) openDialogLocked(g *generation, u *pirpc.UIRequest) *UIRequest 
 		w.outcomes = append(w.outcomes, DialogOutcome{ui.RequestID, ui.Kind, ui.Title, OutcomeTimedOut})
 		w.escalated = true
 		w.writeAsyncLocked(g, safeDefault(ui.RequestID, ui.Kind))
+		w.dialogEndedLocked(g, ui, OutcomeTimedOut)
 	})
 	w.dialogs[ui.RequestID] = d
 	return ui
+}
+
+// dialogEndedLocked tells the reader of Events that a dialog ended
+// without an answer (outcome OutcomeTimedOut or OutcomeCancelled), so
+// that nobody is asked to answer it any more. It has no line of its own:
+// it takes the seq of the last line read (the dialog's request or a later
+// one), never one a later line will have.
+func (w *Worker) dialogEndedLocked(g *generation, ui *UIRequest, outcome string) {
+	w.qmu.Lock()
+	seq := w.lastSeq
+	w.qmu.Unlock()
+	if g != nil && g.last > seq {
+		seq = g.last
+	}
+	w.emitLocked(g, 0, Event{Seq: seq, Kind: KindDialogEnded,
+		DialogEnded: &DialogOutcome{ui.RequestID, ui.Kind, ui.Title, outcome}})
 }
 
 // onExit handles the end of a worker process.
@@ -766,6 +783,13 @@ func (w *Worker) onExit(g *generation, shimSeq uint64, st *shim.ExitStatus) {
 	w.stderrTail = st.StderrTail
 	if w.restarting {
 		w.fireLocked(OnRestartExit)
+		// The process that asked is gone: its dialogs cannot be answered.
+		for id, d := range w.dialogs {
+			d.timer.Stop()
+			delete(w.dialogs, id)
+			w.outcomes = append(w.outcomes, DialogOutcome{id, d.ui.Kind, d.ui.Title, OutcomeCancelled})
+			w.dialogEndedLocked(g, d.ui, OutcomeCancelled)
+		}
 		w.ackLocked(g, shimSeq) // the restart goes on; nobody needs to know
 		return
 	}

@@ -375,6 +375,32 @@ func TestRestartKeepsHistory(t *testing.T) {
 	})
 }
 
+// A Restart ends the dialogs of the process that asked: nobody can answer
+// them any more, so the stream says so (DialogEnded, cancelled) before
+// the new process starts, and AnswerUI no longer knows them.
+func TestRestartEndsTheDialogsOfTheProcessThatAsked(t *testing.T) {
+	forKinds(t, func(t *testing.T, kind pitest.Kind) {
+		spec := piSpec(t, kind, pitest.Options{})
+		w := start(t, spec)
+		s := newStream(t, w)
+		prompt(t, w, "p1", "/faux-ui")
+		evs := s.until(func(ev Event) bool { return ev.UIRequest != nil })
+		ui := evs[len(evs)-1].UIRequest
+		if err := w.Restart(t.Context(), spec); err != nil {
+			t.Fatalf("Restart: %v", err)
+		}
+		evs = s.until(func(ev Event) bool { return ev.DialogEnded != nil })
+		want := DialogOutcome{ui.RequestID, "confirm", "faux-ui", OutcomeCancelled}
+		if got := *evs[len(evs)-1].DialogEnded; got != want {
+			t.Errorf("DialogEnded %+v, want %+v", got, want)
+		}
+		if err := w.AnswerUI(ui.RequestID, true, false); !errors.Is(err, ErrUnknownDialog) {
+			t.Errorf("answer to the old process's dialog: %v, want ErrUnknownDialog", err)
+		}
+		stopAndDrain(t, w, s)
+	})
+}
+
 // A Restart whose new command dies before it is ready brings the previous
 // one back on the same session: *RestartError with Restored, no exit
 // reported, the seqs still increasing, the history kept.

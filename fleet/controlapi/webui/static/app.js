@@ -208,7 +208,7 @@ async function refresh() {
 
 // ---- the live stream: changes are queued and applied once per frame ----
 
-const changeKinds = ["agent_state", "instance_state", "task_state", "event", "task_done", "escalated", "ui_request",
+const changeKinds = ["agent_state", "instance_state", "task_state", "event", "task_done", "escalated", "ui_request", "ui_ended",
   "spawn_progress", "model_drift", "sessions", "session_entries", "dropped", "change"];
 let queue = [];
 let flushScheduled = false;
@@ -279,6 +279,18 @@ function flush() {
         if (view.name === "worker" && view.id === c.instanceId && c.data) transcript.live(c.data);
         activitySeen = true;
         break;
+      case "ui_ended": {
+        // The dialog ended without an answer (its time ran out): it is
+        // no longer offered, even before the next status arrives.
+        const i = model.byId.get(c.instanceId);
+        const id = c.data && c.data.id;
+        if (i && id && (i.pendingUi || []).some((u) => u.id === id)) {
+          i.pendingUi = i.pendingUi.filter((u) => u.id !== id);
+          dirty = true;
+        }
+        needStatus = true;
+        break;
+      }
       case "spawn_progress":
         if (c.message) $("sp-progress").textContent = c.message;
         needStatus = true;
