@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -230,6 +231,14 @@ func sendFollows(rest []effect) bool {
 	return false
 }
 
+// noWait is the context of a step carried out on an agent's read loop,
+// which must not wait for room in that agent's send queue.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // errInstanceMoved: the instance changed while its plan waited for a
 // write outside f.mu; the rest of the plan was not carried out.
 var errInstanceMoved = errors.New("fleet: the instance changed meanwhile")
@@ -238,9 +247,12 @@ var errInstanceMoved = errors.New("fleet: the instance changed meanwhile")
 // plan's writes and, when the plan stopped before a send that must follow
 // them, carries the rest out under f.mu again, unless the instance moved
 // meanwhile (errInstanceMoved). It returns the first write's error, and
-// the stop waiter and after-functions of the rest, if any. f.mu must not
-// be held.
-func (f *Fleet) finishStep(d *drive) (w *waiter, after []func(), err error) {
+// the stop waiter and after-functions of the rest, if any. A send in the
+// rest waits for room in the agent's send queue with f.mu released, as
+// long as ctx allows: the queue may have filled while the write waited,
+// and a rejection's frame would otherwise wait for the next reconnect of
+// a live connection. f.mu must not be held.
+func (f *Fleet) finishStep(ctx context.Context, d *drive) (w *waiter, after []func(), err error) {
 	for {
 		writes := d.writes
 		d.writes = nil
@@ -255,6 +267,14 @@ func (f *Fleet) finishStep(d *drive) (w *waiter, after []func(), err error) {
 		rest := d.rest
 		d.rest = nil
 		f.mu.Lock()
+		for d.c != nil && sendFollows(rest) && !d.c.HasRoom() && d.inst.gen == d.gen {
+			f.mu.Unlock()
+			rerr := d.c.AwaitRoom(ctx) // a closed connection fails the send below
+			f.mu.Lock()
+			if rerr != nil {
+				break
+			}
+		}
 		if d.inst.gen != d.gen {
 			f.mu.Unlock()
 			return w, after, errInstanceMoved

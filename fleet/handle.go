@@ -351,7 +351,7 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	}
 	if d != nil {
 		// What the record's outcome wrote is durable before the ack too.
-		if _, _, err := f.finishStep(d); err != nil {
+		if _, _, err := f.finishStep(noWait, d); err != nil {
 			f.log.Error().Err(err).Str("task", fr.TaskID).Msg("task_done recorded; instance state not stored")
 		}
 	}

@@ -715,7 +715,7 @@ func (i *Instance) Abort(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = f.finishStep(d) // the aborted task and the instance's state are durable
+	_, _, err = f.finishStep(ctx, d) // the aborted task and the instance's state are durable
 	return err
 }
 

@@ -152,3 +152,39 @@ func TestSDKCallsWaitForRoomInAFullSendQueueUnderTheirContext(t *testing.T) {
 	}
 	tf.waitInstance(t, busy.ID(), fleet.StateIdle) // aborted
 }
+
+// A rejection whose record waited for the disk while the agent's send
+// queue filled waits for room once the record is durable, as long as its
+// context allows, instead of leaving its frame to the next reconnect of a
+// connection that is alive.
+func TestARejectionWaitsForRoomAfterItsRecord(t *testing.T) {
+	tf, peer, proxy := queueFullFleet(t)
+	busy := spawn(t, tf, "box")
+	reviewed := spawn(t, tf, "box")
+	task, _ := submitAndFinish(t, tf, reviewed, "write the docs")
+	peer.mu.Lock()
+	peer.holdPrompts = true
+	peer.mu.Unlock()
+	if _, err := busy.PromptAsync(t.Context(), "work", fleet.PromptOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tf.waitInstance(t, busy.ID(), fleet.StateRunning)
+
+	queued := tf.PersistQueued(t)
+	release := tf.HoldWrites(t)
+	rejected := make(chan error, 1)
+	go func() {
+		_, err := task.Reject(t.Context(), "add a test")
+		rejected <- err
+	}()
+	waitQueued(t, queued, "task ") // the rejection's record waits for the disk
+	fillSendQueue(t, proxy, busy)
+	release()
+	proxy.Resume()
+	if err := <-rejected; err != nil {
+		t.Fatal(err)
+	}
+	if rej := nextFrame[*transport.TaskRejectFrame](t, peer); rej.TaskID != task.ID() || rej.Feedback != "add a test" {
+		t.Errorf("task_reject %+v", rej)
+	}
+}

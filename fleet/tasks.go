@@ -275,7 +275,7 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 		// The task's record is durable before its prompt is sent: a
 		// task_done can never name a task the store does not know, and a
 		// write that fails is Submit's error.
-		_, _, err = f.finishStep(d)
+		_, _, err = f.finishStep(ctx, d)
 		if err == nil {
 			return &Task{f: f, id: id}, nil
 		}
@@ -403,7 +403,7 @@ func (t *Task) review(ctx context.Context, op string, in coreInput) (*drive, *wa
 	// meanwhile (a reconnect that delivered the pending feedback, say)
 	// keeps the rejection as recorded: its feedback is sent again after a
 	// reconnect, and the caller's rejection stands.
-	w2, _, ferr := f.finishStep(d)
+	w2, _, ferr := f.finishStep(ctx, d)
 	if w2 != nil {
 		w = w2
 	}
