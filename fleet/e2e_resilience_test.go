@@ -600,8 +600,8 @@ func TestTwoWorkersInParallelStreamsNeverMix(t *testing.T) {
 			if e.InstanceID != w.inst.ID() {
 				t.Errorf("worker %s's stream carried an event of %s", w.name, e.InstanceID)
 			}
-			if strings.Contains(string(e.Raw), "gate"+other.name) || strings.Contains(string(e.Raw), "mark-"+other.name) {
-				t.Errorf("worker %s's stream carried worker %s's event %s", w.name, other.name, e.Raw)
+			if strings.Contains(string(e.Raw()), "gate"+other.name) || strings.Contains(string(e.Raw()), "mark-"+other.name) {
+				t.Errorf("worker %s's stream carried worker %s's event %s", w.name, other.name, e.Raw())
 			}
 			switch e.Type {
 			case "agent_start", "tool_execution_start", "tool_execution_end", "agent_end", "agent_settled":
@@ -613,7 +613,7 @@ func TestTwoWorkersInParallelStreamsNeverMix(t *testing.T) {
 		}
 		var sawMark bool
 		for _, e := range w.events {
-			sawMark = sawMark || e.Type == "tool_execution_end" && strings.Contains(string(e.Raw), "mark-"+w.name)
+			sawMark = sawMark || e.Type == "tool_execution_end" && strings.Contains(string(e.Raw()), "mark-"+w.name)
 		}
 		if !sawMark {
 			t.Errorf("worker %s's stream lacks its own tool result", w.name)

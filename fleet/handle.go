@@ -7,6 +7,7 @@ import (
 
 	"example.com/pifleet/bundle"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/pirpc"
@@ -40,9 +41,9 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 	}
 	switch fr := fr.(type) {
 	case *transport.EventFrame:
-		after = f.onEventLocked(a, fr, nil)
+		after = f.onEventLocked(a, fr, nil, nil)
 	case *rebuiltEvent:
-		after = f.onEventLocked(a, fr.EventFrame, &fr.rec)
+		after = f.onEventLocked(a, fr.EventFrame, &fr.rec, fr.line)
 	case *transport.TaskDoneFrame:
 		f.mu.Unlock()
 		f.onTaskDone(a, c, fr)
@@ -113,12 +114,16 @@ func isAnswer(fr transport.Frame) bool {
 
 // onEventLocked handles one worker line: responses resolve waiting rpc
 // calls, events feed the instance's tally, tail and listeners, and
-// agent_settled moves the machine.
-func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *pirpc.Record) []func() {
+// agent_settled moves the machine. A rebuilt update comes parsed, with
+// its line (fr.Event is nil): it is written out only when read.
+func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *pirpc.Record, line *streamdelta.Line) []func() {
 	inst := f.instances[fr.InstanceID]
 	if inst == nil || inst.agent != a.name {
 		q := a.orphans[fr.InstanceID]
 		if len(q) < maxOrphans && len(a.orphans) < maxOrphans {
+			if line != nil {
+				fr.Event = line.Bytes() // rare: events before the spawned answer
+			}
 			a.orphans[fr.InstanceID] = append(q, fr)
 		}
 		return nil
@@ -132,8 +137,10 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *p
 		// replay from an older seq only rebuilds it.
 		inst.rec.LastSeenEventSeq = seq
 	}
-	raw := fr.Event // the decoder's own copy: the frame is ours
-	inst.appendTail(raw)
+	if line == nil {
+		line = streamdelta.WholeLine(fr.Event) // the decoder's own copy: the frame is ours
+	}
+	inst.appendTail(line)
 	// The transport decoder validated the event: parse without a second
 	// validating pass (or not at all: a rebuilt update comes parsed).
 	var rec pirpc.Record
@@ -141,7 +148,7 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *p
 		rec = *parsed
 	} else {
 		var err error
-		if rec, err = pirpc.ParseValidRecord(raw); err != nil {
+		if rec, err = pirpc.ParseValidRecord(fr.Event); err != nil {
 			return nil
 		}
 	}
@@ -178,7 +185,7 @@ func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *p
 	inst.cost += inst.tally.Cost - before
 	inst.activity = activityOf(ev)
 	inst.activityAt = f.cfg.Now()
-	we := Event{InstanceID: inst.id, Agent: a.name, Type: string(ev.Type), Raw: raw, At: inst.activityAt}
+	we := Event{InstanceID: inst.id, Agent: a.name, Type: string(ev.Type), At: inst.activityAt, line: line}
 	f.publishLocked(Change{Kind: ChangeEvent, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask,
 		Event: we.Type, WorkerEvent: &we})
 	var after []func()

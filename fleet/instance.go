@@ -11,6 +11,7 @@ import (
 	"example.com/pifleet/bundle"
 	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/pirpc"
@@ -42,7 +43,7 @@ type instance struct {
 	run        *Run
 	listeners  map[*Run]func(Event)
 	tally      pirpc.Tally
-	tail       []json.RawMessage
+	tail       []*streamdelta.Line
 	tailNext   int
 	snapshot   *pirpc.State
 	snapshotAt time.Time
@@ -84,18 +85,20 @@ func newInstance(f *Fleet, id, agent string, rec serverstore.Instance, m fsmkit.
 	}
 }
 
-func (inst *instance) appendTail(raw json.RawMessage) {
+func (inst *instance) appendTail(line *streamdelta.Line) {
 	n := inst.f.cfg.TailBuffer
 	if len(inst.tail) < n {
-		inst.tail = append(inst.tail, raw)
+		inst.tail = append(inst.tail, line)
 		return
 	}
-	inst.tail[inst.tailNext] = raw
+	inst.tail[inst.tailNext] = line
 	inst.tailNext = (inst.tailNext + 1) % n
 }
 
-func (inst *instance) tailCopy() []json.RawMessage {
-	out := make([]json.RawMessage, 0, len(inst.tail))
+// tailCopy returns the tail, oldest first. Its lines are written out
+// (rebuilt updates are written when first read) by Output, without f.mu.
+func (inst *instance) tailCopy() []*streamdelta.Line {
+	out := make([]*streamdelta.Line, 0, len(inst.tail))
 	out = append(out, inst.tail[inst.tailNext:]...)
 	return append(out, inst.tail[:inst.tailNext]...)
 }
@@ -147,9 +150,26 @@ type Event struct {
 	// Type is the pi event type (message_update, tool_execution_start,
 	// agent_settled, …).
 	Type string
-	// Raw is the line, verbatim.
-	Raw json.RawMessage
-	At  time.Time
+	At   time.Time
+	line *streamdelta.Line // nil in the zero Event
+}
+
+// NewEvent returns the Event of line raw, for code that hands events to
+// something that takes them (a test of an OnEvent callback, an adapter).
+func NewEvent(instanceID, agent, typ string, raw json.RawMessage, at time.Time) Event {
+	return Event{InstanceID: instanceID, Agent: agent, Type: typ, At: at, line: streamdelta.WholeLine(raw)}
+}
+
+// Raw returns the line, verbatim, as pi wrote it. The agent may stream a
+// message_update as a change to the one before it: the fleet writes such
+// a line out on the first call of Raw (any copy of the Event shares it),
+// so that a consumer that needs only Type pays nothing for it. Once
+// written it is kept; do not modify it.
+func (e Event) Raw() json.RawMessage {
+	if e.line == nil {
+		return nil
+	}
+	return e.line.Bytes()
 }
 
 // SpawnProgress is one step of a spawn the agent reported.
@@ -546,7 +566,7 @@ func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.Ins
 	f.annotateSpawnedLocked(inst)
 	f.fireLocked(inst, EventSpawned, nil)
 	for _, ev := range a.orphans[inst.id] {
-		f.onEventLocked(a, ev, nil)
+		f.onEventLocked(a, ev, nil, nil)
 	}
 	delete(a.orphans, inst.id)
 }
@@ -1041,9 +1061,14 @@ func (i *Instance) Output(ctx context.Context) (Output, error) {
 		}
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return Output{Tail: inst.tailCopy(), State: inst.snapshot, SnapshotAt: inst.snapshotAt,
-		LastAssistant: inst.tally.LastAssistantText}, nil
+	tail := inst.tailCopy()
+	out := Output{State: inst.snapshot, SnapshotAt: inst.snapshotAt, LastAssistant: inst.tally.LastAssistantText}
+	f.mu.Unlock()
+	out.Tail = make([]json.RawMessage, len(tail))
+	for i, l := range tail {
+		out.Tail[i] = l.Bytes()
+	}
+	return out, nil
 }
 
 // request sends a request frame built by mk (called with f.mu held: it

@@ -11,11 +11,13 @@ import (
 // references to finished messages included.
 var serverCapabilities = []string{transport.CapabilityPifleet, transport.CapabilityEventDelta, transport.CapabilityEventRefs}
 
-// rebuiltEvent is an event rebuilt from event_delta, with the record
-// handleFrame would have parsed from it.
+// rebuiltEvent is an update rebuilt from event_delta: its line, written
+// out only when a consumer reads it (Event.Raw), and the record
+// handleFrame would have parsed from it. The EventFrame has no Event.
 type rebuiltEvent struct {
 	*transport.EventFrame
-	rec pirpc.Record
+	rec  pirpc.Record
+	line *streamdelta.Line
 }
 
 // frameHandler returns the handler of agent a's connection c. An
@@ -31,20 +33,24 @@ func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Fr
 			f.handleFrame(a, c, fr)
 			return
 		}
-		err := rb.RebuildFrame(d, func(ev *transport.EventFrame, head []byte) {
-			if head == nil {
-				f.handleFrame(a, c, ev)
-				return
-			}
+		err := rb.RebuildFrameLines(d, func(seq uint64, line *streamdelta.Line, head []byte) {
+			s := float64(seq)
+			ev := &transport.EventFrame{InstanceID: d.InstanceID, Seq: &s}
 			// What the server reads of an update is its step: parse that
-			// (a few dozen bytes), not the whole partial message again.
-			rec, err := pirpc.ParseValidRecord(head)
-			if err != nil {
+			// (a few dozen bytes), not the whole partial message again,
+			// nor write the update out (O(n²) bytes for an answer of n
+			// characters) unless a consumer reads it.
+			var rec pirpc.Record
+			var err error
+			if head != nil {
+				rec, err = pirpc.ParseValidRecord(head)
+			}
+			if head == nil || err != nil {
+				ev.Event = line.Bytes()
 				f.handleFrame(a, c, ev)
 				return
 			}
-			rec.Raw = ev.Event
-			f.handleFrame(a, c, &rebuiltEvent{EventFrame: ev, rec: rec})
+			f.handleFrame(a, c, &rebuiltEvent{EventFrame: ev, rec: rec, line: line})
 		})
 		if err != nil {
 			// Not something a pifleet agent writes: the events after it

@@ -3,6 +3,7 @@
 package fleet_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -42,7 +43,7 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	var got []string
 	tf.waitChange(t, "the message_end", func(ch fleet.Change) bool {
 		if ch.Kind == fleet.ChangeEvent && ch.InstanceID == inst.ID() {
-			got = append(got, string(ch.WorkerEvent.Raw))
+			got = append(got, string(ch.WorkerEvent.Raw()))
 		}
 		return ch.Kind == fleet.ChangeEvent && ch.Event == "agent_end"
 	})
@@ -55,6 +56,30 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	for i := range lines {
 		if got[i] != string(lines[i]) {
 			t.Fatalf("event %d rebuilt as\n%s\nwant\n%s", i, got[i], lines[i])
+		}
+	}
+	// The tail behind Output holds the updates unwritten until read, now
+	// that the rebuilder has moved past them: they read as pi wrote them.
+	// (The peer answers no get_state now: a context already done skips
+	// Output's snapshot.)
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	out, err := inst.Output(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail []string
+	for _, raw := range out.Tail {
+		if len(tail) > 0 || string(raw) == string(lines[0]) {
+			tail = append(tail, string(raw))
+		}
+	}
+	if len(tail) < len(lines) {
+		t.Fatalf("the tail holds %d of the answer's %d events", len(tail), len(lines))
+	}
+	for i := range lines {
+		if tail[i] != string(lines[i]) {
+			t.Fatalf("tail event %d reads\n%s\nwant\n%s", i, tail[i], lines[i])
 		}
 	}
 
@@ -71,8 +96,8 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 		t.Fatal("the server kept a connection whose streamed output it cannot rebuild")
 	}
 	for _, ch := range drainChanges(tf.sub) {
-		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw), "more text") {
-			t.Fatalf("a corrupt event was delivered: %s", ch.WorkerEvent.Raw)
+		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), "more text") {
+			t.Fatalf("a corrupt event was delivered: %s", ch.WorkerEvent.Raw())
 		}
 	}
 	tf.waitAgent(t, "box", transport.StateEstablished)
@@ -91,8 +116,8 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 		t.Fatal("the server kept a connection that referred to a message it does not hold")
 	}
 	for _, ch := range drainChanges(tf.sub) {
-		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw), "leaked") {
-			t.Fatalf("an unresolved event was delivered: %s", ch.WorkerEvent.Raw)
+		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), "leaked") {
+			t.Fatalf("an unresolved event was delivered: %s", ch.WorkerEvent.Raw())
 		}
 	}
 }

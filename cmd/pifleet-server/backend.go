@@ -537,7 +537,7 @@ func changeOf(c fleet.Change) controlapi.Change {
 	var data any
 	switch {
 	case c.WorkerEvent != nil:
-		out.Data = c.WorkerEvent.Raw
+		out.Data = c.WorkerEvent.Raw()
 	case c.Report != nil:
 		data = controlapi.TaskDone{Seq: c.Report.Seq, Status: c.Report.Status, Summary: c.Report.Summary, LastAssistantMessage: c.Report.LastAssistantMessage}
 	case c.UI != nil:

@@ -122,7 +122,7 @@ func TestChangeConversion(t *testing.T) {
 	if c.Kind != controlapi.ChangeUIRequest || string(c.Data) != `{"id":"r","instanceId":"i","kind":"confirm","title":"Go?"}` {
 		t.Errorf("ui change: %+v %s", c, c.Data)
 	}
-	c = changeOf(fleet.Change{Kind: fleet.ChangeEvent, WorkerEvent: &fleet.Event{Type: "agent_end", Raw: []byte(`{"type":"agent_end"}`)}})
+	c = changeOf(fleet.Change{Kind: fleet.ChangeEvent, WorkerEvent: new(fleet.NewEvent("", "", "agent_end", []byte(`{"type":"agent_end"}`), time.Time{}))})
 	if string(c.Data) != `{"type":"agent_end"}` {
 		t.Errorf("event change: %s", c.Data)
 	}

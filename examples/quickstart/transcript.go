@@ -75,7 +75,15 @@ func (t *transcript) showWorkerEvent(e *fleet.Event) {
 	if e == nil {
 		return
 	}
-	rec, err := pirpc.ParseRecord(e.Raw)
+	// Only these three are shown: the line of any other (a streamed
+	// message_update above all) is not read, so the fleet never writes
+	// it out.
+	switch pirpc.EventType(e.Type) {
+	case pirpc.EventToolExecutionStart, pirpc.EventMessageEnd, pirpc.EventAgentSettled:
+	default:
+		return
+	}
+	rec, err := pirpc.ParseRecord(e.Raw())
 	if err != nil || rec.Event == nil {
 		return
 	}

@@ -31,6 +31,10 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 	var ch Chain
 	b := NewBatch("i-1")
 	rb := NewRebuilder(transport.MaxFrameBytes)
+	var (
+		out   []*Line // what the server handles, read at the end
+		heads [][]byte
+	)
 	send := func(f transport.Frame) {
 		raw, err := transport.MarshalFrame(f)
 		if err != nil {
@@ -43,14 +47,19 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 		}
 		switch fr := back.(type) {
 		case *transport.EventDeltaFrame:
-			if err := rb.RebuildFrame(fr, func(ef *transport.EventFrame, head []byte) {
-				got = append(got, ef.Event)
-				checkHead(t, ef.Event, head)
+			// Every other event is read at once, the rest once the whole
+			// stream is rebuilt: a Line read late reads as it would have
+			// when it came out.
+			if err := rb.RebuildFrameLines(fr, func(_ uint64, line *Line, head []byte) {
+				if len(out)%2 == 0 {
+					line.Bytes()
+				}
+				out, heads = append(out, line), append(heads, head)
 			}); err != nil {
 				t.Fatalf("rebuild: %v\n%s", err, raw)
 			}
 		case *transport.EventFrame:
-			got = append(got, fr.Event)
+			out, heads = append(out, WholeLine(fr.Event)), append(heads, nil)
 		}
 	}
 	flushBatch := func() {
@@ -82,6 +91,10 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 		}
 	}
 	flushBatch()
+	for i, l := range out {
+		got = append(got, l.Bytes())
+		checkHead(t, l.Bytes(), heads[i])
+	}
 	return got, wire
 }
 

@@ -140,7 +140,7 @@ func appendNulled(dst []byte, n *node, path []int, refs []found) []byte {
 		}
 	}
 	if !under || n.kind == 0 {
-		if n.raw != nil {
+		if n.raw != nil && !n.open {
 			return append(dst, n.raw...)
 		}
 		return n.appendTo(dst)

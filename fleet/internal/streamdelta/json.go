@@ -19,10 +19,14 @@ type node struct {
 	// raw is a leaf's bytes. For a container just parsed it is the span it
 	// was read from (the encoder compares spans); a container changed by an
 	// op has none.
-	raw   []byte
-	keys  [][]byte // an object's keys, quotes included
-	kids  []*node
-	owned bool // raw was allocated here, so appending to it in place is safe
+	raw  []byte
+	keys [][]byte // an object's keys, quotes included
+	kids []*node
+	// open: a string leaf whose raw was allocated here and lacks its
+	// closing quote (written by appendTo), so that appending to it in
+	// place never writes over bytes an earlier version of the string
+	// still reads (rebuilt events keep earlier versions: Line).
+	open bool
 }
 
 // errSyntax is wrapped by every parse error.
@@ -173,7 +177,11 @@ func (n *node) appendTo(dst []byte) []byte {
 		}
 		return append(dst, ']')
 	default:
-		return append(dst, n.raw...)
+		dst = append(dst, n.raw...)
+		if n.open {
+			dst = append(dst, '"')
+		}
+		return dst
 	}
 }
 
@@ -193,22 +201,28 @@ func (n *node) size() int {
 		}
 		return s
 	default:
+		if n.open {
+			return len(n.raw) + 1
+		}
 		return len(n.raw)
 	}
 }
 
 // isString reports whether n is a string leaf.
-func (n *node) isString() bool { return n.kind == 0 && len(n.raw) >= 2 && n.raw[0] == '"' }
+func (n *node) isString() bool {
+	return n.kind == 0 && len(n.raw) >= 1 && n.raw[0] == '"' && (n.open || len(n.raw) >= 2)
+}
 
 // appendString appends suffix (the escaped body of a JSON string) to the
-// string leaf n, in place once n owns its bytes: amortised O(len(suffix)).
+// string leaf n, in place once n is open: amortised O(len(suffix)). Only
+// bytes past the end of n.raw are written, so a copy of n made before
+// (an earlier version) still reads what it read.
 func (n *node) appendString(suffix []byte) {
-	body := n.raw[:len(n.raw)-1]
-	if !n.owned {
+	if !n.open {
+		body := n.raw[:len(n.raw)-1]
 		grown := make([]byte, len(body), 2*(len(body)+len(suffix))+1)
 		copy(grown, body)
-		body, n.owned = grown, true
+		n.raw, n.open = grown, true
 	}
-	body = append(body, suffix...)
-	n.raw = append(body, '"')
+	n.raw = append(n.raw, suffix...)
 }

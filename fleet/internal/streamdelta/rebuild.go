@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 
 	"example.com/pifleet/transport"
 )
@@ -39,6 +40,16 @@ func NewRebuilder(maxLine int) *Rebuilder {
 // frame this codec cannot have written) the events before it were
 // emitted and the worker's state is dropped.
 func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(ev *transport.EventFrame, head []byte)) error {
+	return r.RebuildFrameLines(f, func(seq uint64, line *Line, head []byte) {
+		s := float64(seq)
+		emit(&transport.EventFrame{InstanceID: f.InstanceID, Event: line.Bytes(), Seq: &s}, head)
+	})
+}
+
+// RebuildFrameLines is RebuildFrame for a reader that may not want every
+// event's bytes: each event comes as a Line, written out only when read
+// (head as in RebuildFrame).
+func (r *Rebuilder) RebuildFrameLines(f *transport.EventDeltaFrame, emit func(seq uint64, line *Line, head []byte)) error {
 	seq, ok := wholeNumber(f.Seq)
 	if !ok {
 		return badEntry("seq %v is not a whole number", f.Seq)
@@ -51,10 +62,33 @@ func (r *Rebuilder) RebuildFrame(f *transport.EventDeltaFrame, emit func(ev *tra
 		}
 		base = &b
 	}
-	return r.Rebuild(f.InstanceID, seq, base, f.Updates, func(seq uint64, line, head []byte) {
-		s := float64(seq)
-		emit(&transport.EventFrame{InstanceID: f.InstanceID, Event: line, Seq: &s}, head)
+	return r.RebuildLines(f.InstanceID, seq, base, f.Updates, emit)
+}
+
+// Line is one rebuilt event. A rebuilt message_update (the whole partial
+// message, twice) is written out on the first call of Bytes, not before:
+// an answer of n characters streamed in small chunks is O(n²) bytes of
+// events, of which a reader that wants only the steps pays nothing. The
+// Rebuilder goes on meanwhile without changing what a Line reads (it
+// keeps the partial message as a tree whose changed parts are copies).
+// Bytes may be called from any goroutine.
+type Line struct {
+	once sync.Once
+	u    *update // until written
+	b    []byte
+}
+
+// WholeLine returns the Line of an event already written.
+func WholeLine(b []byte) *Line { return &Line{b: b} }
+
+// Bytes returns the event's bytes, written on the first call.
+func (l *Line) Bytes() []byte {
+	l.once.Do(func() {
+		if l.u != nil {
+			l.b, l.u = l.u.line(), nil
+		}
 	})
+	return l.b
 }
 
 // wholeSeq reads a seq in a reference: digits only, at most 2^53.
@@ -82,7 +116,12 @@ func (r *Rebuilder) Forget(instanceID string) {
 // Rebuild calls emit with each event coded in updates (a JSON array),
 // the first of seq, coded against the event of base when that is not nil
 // (head as in RebuildFrame).
-func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line, head []byte)) (err error) {
+func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line, head []byte)) error {
+	return r.RebuildLines(instanceID, seq, base, updates, func(seq uint64, line *Line, head []byte) { emit(seq, line.Bytes(), head) })
+}
+
+// RebuildLines is Rebuild with each event as a Line.
+func (r *Rebuilder) RebuildLines(instanceID string, seq uint64, base *uint64, updates []byte, emit func(seq uint64, line *Line, head []byte)) (err error) {
 	defer func() {
 		if err != nil {
 			delete(r.chains, instanceID)
@@ -133,12 +172,12 @@ func (r *Rebuilder) Rebuild(instanceID string, seq uint64, base *uint64, updates
 
 // entry rebuilds one update; base is the seq it must be coded against.
 // What the connection holds of the worker's finished messages follows.
-func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (line, head []byte, err error) {
-	line, head, err = r.rebuildEntry(instanceID, seq, base, entry)
+func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (*Line, []byte, error) {
+	line, head, err := r.rebuildEntry(instanceID, seq, base, entry)
 	if err != nil {
 		return nil, nil, err
 	}
-	if endsRun(line) {
+	if line.u == nil && endsRun(line.b) { // an update written lazily is a message_update
 		delete(r.done, instanceID)
 	}
 	return line, head, nil
@@ -154,14 +193,17 @@ func (r *Rebuilder) hold(instanceID string, seq uint64, msg []byte) {
 	h.add(seq, len(msg), msg, true)
 }
 
-func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []byte) (line, head []byte, err error) {
+func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []byte) (*Line, []byte, error) {
 	if bytes.HasPrefix(entry, []byte(`{"m":`)) {
 		delete(r.chains, instanceID)
-		line, err = r.resolve(instanceID, entry)
-		return line, nil, err
+		line, err := r.resolve(instanceID, entry)
+		if err != nil {
+			return nil, nil, err
+		}
+		return WholeLine(line), nil, nil
 	}
 	if whole, ok := bytes.CutPrefix(entry, []byte(`{"e":`)); ok {
-		line = whole
+		line := whole
 		if len(line) < 2 || line[len(line)-1] != '}' {
 			return nil, nil, badEntry("whole update not closed")
 		}
@@ -179,7 +221,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 			// A copy: line is part of the frame.
 			r.hold(instanceID, seq, bytes.Clone(u.partial.raw))
 		}
-		return line, nil, nil
+		return WholeLine(line), nil, nil
 	}
 	ch := r.chains[instanceID]
 	if ch == nil || ch.seq != base {
@@ -193,6 +235,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 		u    = &update{partial: ch.u.partial}
 		ops  []op
 		refs *node
+		err  error
 	)
 	switch n.kind {
 	case '{':
@@ -207,7 +250,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	}
 	delta := u.delta()
 	for i := range ops {
-		if err := ops[i].apply(u.partial, delta); err != nil {
+		if u.partial, err = ops[i].apply(u.partial, delta); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -219,18 +262,22 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	if size := u.size(); size > r.max {
 		return nil, nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
 	}
-	line = u.line()
+	var head []byte
 	if u.step != nil {
 		head = append(append(slices.Clip(linePrefix), u.step.appendTo(nil)...), '}')
 	}
 	if u.ends() {
 		delete(r.chains, instanceID)
+		line := u.line()
 		// The message is the line's: {"type":"message_end","message":P}.
 		r.hold(instanceID, seq, line[len(line)-1-u.partial.size():len(line)-1])
-	} else {
-		ch.seq, ch.u, ch.ops = seq, u, ops
+		return WholeLine(line), head, nil
 	}
-	return line, head, nil
+	ch.seq, ch.u, ch.ops = seq, u, ops
+	if u.step == nil {
+		return WholeLine(u.line()), head, nil // a message_start: one a message
+	}
+	return &Line{u: u}, head, nil
 }
 
 // resolve rebuilds a line that refers to finished messages,

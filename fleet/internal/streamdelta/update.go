@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -182,54 +183,66 @@ func badEntry(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadEntry, fmt.Sprintf(format, args...))
 }
 
-// apply carries out o on the partial message root. The ops come from the
-// wire: every step is checked.
-func (o *op) apply(root *node, delta []byte) error {
+// apply carries out o on the partial message root and returns the new
+// root. root's tree is left as it was (a Line not yet written reads it):
+// the nodes on o's path are copies, the rest is shared. The ops come from
+// the wire: every step is checked.
+func (o *op) apply(root *node, delta []byte) (*node, error) {
+	top := root.copy()
 	parent, at := (*node)(nil), -1
-	n := root
+	n := top
 	for _, p := range o.path {
 		if n.kind == 0 || p < 0 || p >= len(n.kids) {
-			return badEntry("path %v leaves the message", o.path)
+			return nil, badEntry("path %v leaves the message", o.path)
 		}
 		n.raw = nil // its span is stale from here on
+		n.kids = slices.Clone(n.kids)
+		n.kids[p] = n.kids[p].copy()
 		parent, at, n = n, p, n.kids[p]
 	}
 	switch o.kind {
 	case opSet:
 		if parent == nil {
 			if o.node.kind != '{' {
-				return badEntry("the partial message must stay an object")
+				return nil, badEntry("the partial message must stay an object")
 			}
-			*root = *o.node
-			return nil
+			return o.node, nil
 		}
 		parent.kids[at] = o.node
 	case opKey:
 		if n.kind != '{' {
-			return badEntry("op k on a non-object at %v", o.path)
+			return nil, badEntry("op k on a non-object at %v", o.path)
 		}
 		n.raw = nil
-		n.keys = append(n.keys, o.key)
-		n.kids = append(n.kids, o.node)
+		n.keys = append(slices.Clip(n.keys), o.key)
+		n.kids = append(slices.Clip(n.kids), o.node)
 	case opAppend:
 		if n.kind != '[' {
-			return badEntry("op a on a non-array at %v", o.path)
+			return nil, badEntry("op a on a non-array at %v", o.path)
 		}
 		n.raw = nil
-		n.kids = append(n.kids, o.node)
+		n.kids = append(slices.Clip(n.kids), o.node)
 	case opString, opDelta:
 		if !n.isString() {
-			return badEntry("op %c on a non-string at %v", o.kind, o.path)
+			return nil, badEntry("op %c on a non-string at %v", o.kind, o.path)
 		}
 		suffix := delta
 		if o.kind == opString {
 			suffix = o.val[1 : len(o.val)-1]
 		} else if delta == nil {
-			return badEntry("op d without a delta in the step")
+			return nil, badEntry("op d without a delta in the step")
 		}
 		n.appendString(suffix)
 	default:
-		return badEntry("unknown op %q", o.kind)
+		return nil, badEntry("unknown op %q", o.kind)
 	}
-	return nil
+	return top, nil
+}
+
+// copy returns a node that reads as n does and can be changed without
+// changing n (its members' slices are clipped, so appending copies them).
+func (n *node) copy() *node {
+	c := *n
+	c.keys, c.kids = slices.Clip(c.keys), slices.Clip(c.kids)
+	return &c
 }
