@@ -227,7 +227,7 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 			known = append(known, inst)
 		}
 	}
-	p := f.projectionLocked(a.name)
+	p := f.sessions.projection(a.name)
 	f.wg.Add(2) // under f.mu with the state checked: Close cannot be waiting yet
 	f.mu.Unlock()
 	p.Connected(a.name)
@@ -281,7 +281,7 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		delete(a.waiters, id)
 	}
 	f.execsLostLocked(a)
-	p := f.projectionLocked(a.name)
+	p := f.sessions.projection(a.name)
 	f.mu.Unlock()
 	p.ConnectionLost(a.name)
 	if !closing {

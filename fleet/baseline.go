@@ -143,14 +143,14 @@ func (f *Fleet) CreateBaseline(ctx context.Context, opts BaselineOptions) (*Base
 		b.Bundle, b.BundleHash = in.rec.Bundle, in.rec.BundleHash
 		in.rec.SessionPath = st.SessionFile
 	}
-	f.projectionLocked(machine).Annotate(machine, b.Path, func(sf *session.ServerFields) {
+	f.sessions.projection(machine).Annotate(machine, b.Path, func(sf *session.ServerFields) {
 		sf.Bundle, sf.BundleHash, sf.GitHead, sf.PinnedByServer = b.Bundle, b.BundleHash, head, true
 		sf.AttachedInstanceID = ""
 	})
 	if head != "" {
-		f.heads[headKey(machine, cwd)] = head
+		f.sessions.setHead(machine, cwd, head)
 	}
-	f.persistProjectionLocked(machine)
+	f.sessions.persist(machine)
 	f.mu.Unlock()
 	stopped = true
 	if err := inst.Stop(ctx); err != nil {

@@ -57,16 +57,17 @@ type Fleet struct {
 	//  1. agentState.catchUp: one agent's session catch-ups, one at a
 	//     time (held across the agent's requests).
 	//  2. mu: the lifecycle, the agents and their connections, the
-	//     instances and tasks, the session projections and heads, the
-	//     catch-ups running.
+	//     instances and tasks, the catch-ups running.
 	//  3. dirMu: the agent directory as the dialer and WaitAgent read
-	//     it (see dirMu); mirrors (mirrors.go): the open session
-	//     mirrors; ends (endpoints.go): the listeners and the addresses
-	//     they are reached at.
+	//     it (see dirMu); sessions (sessionset.go): the session
+	//     projections and the repositories' HEADs; mirrors (mirrors.go):
+	//     the open session mirrors; ends (endpoints.go): the listeners
+	//     and the addresses they are reached at.
 	//  4. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
 	//
-	// dirMu, mirrors, ends and subs take no other lock.
+	// dirMu, sessions, mirrors, ends and subs take no other lock (but
+	// sessions queues writes on the state store: see sessionSet).
 	//
 	// notify (notify.go), the task_done reports waiting for the
 	// application, keysMu and randMu guard what they are named after and
@@ -118,16 +119,16 @@ type Fleet struct {
 	byAgent map[string]map[string]*instance
 	tasks   map[string]*task
 
-	// Sessions (sessions.go, baseline.go), guarded by mu but for the
-	// mirrors, which have their own lock.
-	sessions map[string]*session.Projection // per agent name
-	// heads are the HEADs last seen of baselines' repositories, by
-	// machine and cwd (staleness flags).
-	heads map[string]string
-	// catching marks the instances whose catch-up runs; true asks it to
-	// run once more.
-	catching map[string]bool
+	// Sessions (sessions.go, baseline.go). The projections and HEADs
+	// and the mirrors have their own locks.
+	sessions *sessionSet
 	mirrors  *mirrorSet
+	// catching marks the instances whose catch-up runs; true asks it to
+	// run once more. It stays under mu: a catch-up is started only while
+	// the fleet runs, with f.wg added under the same lock that checked
+	// the lifecycle (so Close cannot be waiting yet), and the catch-up's
+	// "once more?" is read together with the lifecycle.
+	catching map[string]bool
 
 	notify *notifyQueue
 
@@ -211,8 +212,7 @@ func New(opts ...Option) (*Fleet, error) {
 		store:         st,
 		trust:         ts,
 		keys:          ring,
-		sessions:      map[string]*session.Projection{},
-		heads:         map[string]string{},
+		sessions:      newSessionSet(st, cfg.Logger.With().Str("component", "fleet").Logger()),
 		mirrors:       newMirrorSet(cfg.StateDir, cfg.Logger),
 		catching:      map[string]bool{},
 		rand:          cfg.Rand,
@@ -319,7 +319,7 @@ func (f *Fleet) restore() error {
 			f.log.Warn().Err(err).Str("agent", name).Msg("stored session projection unreadable; dropped")
 			continue
 		}
-		f.sessions[name] = p
+		f.sessions.restore(name, p)
 	}
 	return nil
 }
@@ -526,11 +526,7 @@ func (f *Fleet) Close() error {
 		f.notify.close()
 		f.wg.Wait()
 		f.mirrors.close()
-		f.mu.Lock()
-		for name := range f.sessions { // incremental reports are kept in memory only
-			f.persistProjectionLocked(name)
-		}
-		f.mu.Unlock()
+		f.sessions.persistAll() // incremental reports are kept in memory only
 		f.closeErr = f.store.Close()
 	})
 	return f.closeErr

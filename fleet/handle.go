@@ -423,7 +423,7 @@ func num(p *float64) int64 {
 // the server was away, AC-3.5.7) and its baselines' HEADs checked; it
 // returns what does that, to run outside the lock.
 func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) []func() {
-	p := f.projectionLocked(a.name)
+	p := f.sessions.projection(a.name)
 	if _, err := p.ApplyReport(r); err != nil {
 		f.log.Warn().Err(err).Str("agent", a.name).Msg("sessions report refused")
 		return nil
@@ -438,7 +438,7 @@ func (f *Fleet) onSessionsLocked(a *agentState, r session.Report) []func() {
 		// when they change.
 		return nil
 	}
-	f.persistProjectionLocked(a.name)
+	f.sessions.persist(a.name)
 	name := a.name
 	return []func(){f.catchUpAgentLocked(name), func() { f.refreshBaselinesAsync(name) }}
 }
@@ -459,15 +459,6 @@ func (f *Fleet) refreshBaselinesAsync(agent string) {
 	}()
 }
 
-func (f *Fleet) projectionLocked(name string) *session.Projection {
-	p := f.sessions[name]
-	if p == nil {
-		p = session.NewProjection()
-		f.sessions[name] = p
-	}
-	return p
-}
-
 func sessionInfos(in []transport.SessionInfo) []session.SessionInfo {
 	out := make([]session.SessionInfo, 0, len(in))
 	for _, s := range in {
@@ -483,9 +474,7 @@ func sessionInfos(in []transport.SessionInfo) []session.SessionInfo {
 
 // Sessions returns the session inventory the agent name last reported.
 func (f *Fleet) Sessions(name string) []session.Record {
-	f.mu.Lock()
-	p := f.sessions[name]
-	f.mu.Unlock()
+	p := f.sessions.lookup(name)
 	if p == nil {
 		return nil
 	}

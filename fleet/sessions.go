@@ -70,7 +70,7 @@ func (i *Instance) Origin() *SessionOrigin {
 		mode = transport.SessionClone
 	}
 	o := &SessionOrigin{Source: inst.rec.FromSession, Mode: mode, StaleBaseline: inst.rec.StaleBaseline}
-	if rec, ok := i.f.projectionLocked(inst.agent).Get(inst.agent, inst.rec.FromSession); ok {
+	if rec, ok := i.f.sessions.projection(inst.agent).Get(inst.agent, inst.rec.FromSession); ok {
 		o.Name = rec.Name
 	}
 	return o
@@ -128,10 +128,8 @@ func (f *Fleet) ListSessions(filter SessionFilter) []SessionView {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := []SessionView{}
-	for name, p := range f.sessions {
-		if filter.Machine != "" && filter.Machine != name {
-			continue
-		}
+	for _, ap := range f.sessions.list(filter.Machine) {
+		name, p := ap.agent, ap.p
 		state, _ := p.State(name)
 		for _, rec := range p.Sessions(name) {
 			if rec.Kind == session.KindBaseline && f.isCloneLocked(rec) {
@@ -144,7 +142,7 @@ func (f *Fleet) ListSessions(filter SessionFilter) []SessionView {
 			}
 			v := SessionView{Record: rec, Registry: state}
 			if rec.Kind == session.KindBaseline {
-				v.CurrentHead = f.heads[headKey(name, rec.Cwd)]
+				v.CurrentHead = f.sessions.head(name, rec.Cwd)
 				v.StaleBaseline = rec.GitHead != "" && v.CurrentHead != "" && v.CurrentHead != rec.GitHead
 			}
 			out = append(out, v)
@@ -211,9 +209,7 @@ func (f *Fleet) RepoHead(ctx context.Context, machine, cwd string) (string, erro
 	case r.Error != nil:
 		return "", &FileError{Op: "repo_head", Code: r.Error.Code, Message: r.Error.Message}
 	}
-	f.mu.Lock()
-	f.heads[headKey(machine, cwd)] = r.Head
-	f.mu.Unlock()
+	f.sessions.setHead(machine, cwd, r.Head)
 	return r.Head, nil
 }
 
@@ -230,11 +226,8 @@ func (f *Fleet) ResolveSession(machine, ref string) (session.Record, error) {
 
 func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error) {
 	var byPath, byID, byName []session.Record
-	for name, p := range f.sessions {
-		if machine != "" && name != machine {
-			continue
-		}
-		for _, rec := range p.Sessions(name) { // newest first
+	for _, ap := range f.sessions.list(machine) {
+		for _, rec := range ap.p.Sessions(ap.agent) { // newest first
 			switch {
 			case rec.Path == ref:
 				byPath = append(byPath, rec)
@@ -336,11 +329,11 @@ func (f *Fleet) annotateSpawnedLocked(inst *instance) {
 	if inst.rec.SessionPath == "" {
 		return
 	}
-	p := f.projectionLocked(inst.agent)
+	p := f.sessions.projection(inst.agent)
 	p.Annotate(inst.agent, inst.rec.SessionPath, func(sf *session.ServerFields) {
 		sf.Bundle, sf.BundleHash, sf.AttachedInstanceID = inst.rec.Bundle, inst.rec.BundleHash, inst.id
 	})
-	f.persistProjectionLocked(inst.agent)
+	f.sessions.persist(inst.agent)
 }
 
 // detachSessionLocked: an ended instance no longer writes its session.
@@ -348,15 +341,15 @@ func (f *Fleet) detachSessionLocked(inst *instance) {
 	if inst.rec.SessionPath == "" || inst.id == "" {
 		return
 	}
-	if _, known := f.projectionLocked(inst.agent).Get(inst.agent, inst.rec.SessionPath); !known {
+	if _, known := f.sessions.projection(inst.agent).Get(inst.agent, inst.rec.SessionPath); !known {
 		return
 	}
-	f.projectionLocked(inst.agent).Annotate(inst.agent, inst.rec.SessionPath, func(sf *session.ServerFields) {
+	f.sessions.projection(inst.agent).Annotate(inst.agent, inst.rec.SessionPath, func(sf *session.ServerFields) {
 		if sf.AttachedInstanceID == inst.id {
 			sf.AttachedInstanceID = ""
 		}
 	})
-	f.persistProjectionLocked(inst.agent)
+	f.sessions.persist(inst.agent)
 }
 
 // nameClone gives a fresh clone its task name at once: it carries its
@@ -440,14 +433,12 @@ func (f *Fleet) nameForTask(ctx context.Context, instanceID, taskID, prompt stri
 	if path == "" {
 		return
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.projectionLocked(agent).Annotate(agent, path, func(sf *session.ServerFields) {
+	f.sessions.projection(agent).Annotate(agent, path, func(sf *session.ServerFields) {
 		if !slices.Contains(sf.TaskIDs, taskID) {
 			sf.TaskIDs = append(sf.TaskIDs, taskID)
 		}
 	})
-	f.persistProjectionLocked(agent)
+	f.sessions.persist(agent)
 }
 
 // awaitSession waits (at most the request timeout) until the registry
@@ -458,9 +449,7 @@ func (f *Fleet) awaitSession(ctx context.Context, machine, path string, ok func(
 	ctx, cancel := context.WithTimeout(ctx, f.requestTimeout())
 	defer cancel()
 	for {
-		f.mu.Lock()
-		rec, found := f.projectionLocked(machine).Get(machine, path)
-		f.mu.Unlock()
+		rec, found := f.sessions.projection(machine).Get(machine, path)
 		if found && ok(rec) {
 			return rec, nil
 		}
@@ -470,20 +459,6 @@ func (f *Fleet) awaitSession(ctx context.Context, machine, path string, ok func(
 			return session.Record{}, fmt.Errorf("fleet: session %s on %s: %w", path, machine, ctx.Err())
 		}
 	}
-}
-
-// persistProjectionLocked writes agent's projection to the store.
-// The write is queued and committed outside f.mu (drive.go), in the order
-// queued; a failure is logged.
-func (f *Fleet) persistProjectionLocked(agent string) {
-	raw, err := f.projectionLocked(agent).MarshalJSON()
-	if err != nil {
-		f.log.Warn().Err(err).Str("agent", agent).Msg("persist session projection")
-		return
-	}
-	f.queueLocked(func(tx *serverstore.Tx) error { return tx.PutProjection(agent, raw) }, func(err error) {
-		f.log.Warn().Err(err).Str("agent", agent).Msg("persist session projection")
-	})
 }
 
 // ---- resume ----
@@ -645,7 +620,7 @@ func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 	}
 	path, ended := inst.rec.SessionPath, InstanceTable.IsFinal(inst.m.State())
 	done := ended && inst.rec.MirrorDone
-	p := f.projectionLocked(inst.agent)
+	p := f.sessions.projection(inst.agent)
 	f.mu.Unlock()
 	if path == "" || done {
 		return nil // no session, or mirrored to its end already
