@@ -237,7 +237,7 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 		handle(fr)
 	}
 	c.SetHandler(handle)
-	go f.watchLoss(a, c)
+	f.watchLoss(a, c)
 	go func() {
 		defer f.wg.Done()
 		f.reconcile(a, c, known)
@@ -245,17 +245,17 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	return nil
 }
 
-// watchLoss waits until c closes (or closes it when the fleet closes),
-// then handles its loss. f.wg was added for it.
+// watchLoss handles c's loss once it closes, and closes it when the
+// fleet closes. f.wg was added for it. Nothing waits meanwhile: a
+// goroutine per idle connection would cost its stack ten thousand times
+// over on a big fleet.
 func (f *Fleet) watchLoss(a *agentState, c *transport.Conn) {
-	defer f.wg.Done()
-	select {
-	case <-c.Done():
-	case <-f.ctx.Done():
-		_ = c.Close()
-		<-c.Done()
-	}
-	f.connectionLost(a, c)
+	stop := context.AfterFunc(f.ctx, func() { _ = c.Close() })
+	c.OnClose(func() {
+		defer f.wg.Done()
+		stop()
+		f.connectionLost(a, c)
+	})
 }
 
 // connectionLost runs once per connection when it closed: the agent goes

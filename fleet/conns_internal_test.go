@@ -153,7 +153,7 @@ func pipedFleet(b testing.TB, agents, perAgent int) (*Fleet, []net.Conn) {
 			f.addInstanceLocked(newInstance(f, id, name, serverstore.Instance{InstanceID: id, Machine: name, State: string(StateIdle)}, m))
 		}
 		f.wg.Add(1)
-		go f.watchLoss(a, c)
+		f.watchLoss(a, c)
 	}
 	return f, peers
 }

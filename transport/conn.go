@@ -200,6 +200,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	pending map[string]chan Frame // by request id
+	onClose []func()              // started as the connection closes (OnClose)
 
 	// roomMu guards room and roomWaiters: AwaitRoom waits on room, which
 	// the writer closes (and replaces) after it took frames off the queue
@@ -229,7 +230,7 @@ type Conn struct {
 	closed atomic.Bool
 
 	handler     atomic.Pointer[func(Frame)]
-	dispatching atomic.Bool // a handler was set: the dispatcher runs
+	dispatching atomic.Bool // a handler was set: the inbox delivers to it
 }
 
 // NewConn starts a Conn over nc. It sets TCP_NODELAY when nc is TCP, so
@@ -274,6 +275,22 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 // Done is closed when the connection is closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
+// OnClose makes fn run once, on a goroutine of its own, when the
+// connection closes (at once if it is closed already). It is the cheap
+// way to act on a close: no goroutine waits on Done meanwhile, which
+// counts when a server holds thousands of idle connections.
+func (c *Conn) OnClose(fn func()) {
+	c.mu.Lock()
+	closed := c.closed.Load() // set before closeWith takes the hooks under mu
+	if !closed {
+		c.onClose = append(c.onClose, fn)
+	}
+	c.mu.Unlock()
+	if closed {
+		go fn()
+	}
+}
+
 // Err returns nil while the connection is open, then a *ClosedError that
 // says why it closed.
 func (c *Conn) Err() error {
@@ -303,6 +320,13 @@ func (c *Conn) closeWith(reason CloseReason, cause error, final []byte) {
 		c.final = final
 		c.closed.Store(true)
 		close(c.done)
+		c.mu.Lock()
+		hooks := c.onClose
+		c.onClose = nil
+		c.mu.Unlock()
+		for _, fn := range hooks {
+			go fn()
+		}
 		c.beats.leave(c)
 		ev := c.log.Debug()
 		if reason != ReasonClosed {
@@ -542,7 +566,8 @@ func remoteError(f Frame) error {
 }
 
 // SetHandler makes h receive the unsolicited frames, starting with those
-// queued so far, in arrival order, on one goroutine. A later call replaces
+// queued so far, in arrival order, one at a time (on a goroutine that
+// runs while frames wait, none while the connection is idle). A later call replaces
 // the handler. h should not block for long: while it does, frames queue
 // up to InboxSize and then the reader stops reading. In particular h must
 // not wait for the answer to a Request on the same connection while many
@@ -553,15 +578,16 @@ func (c *Conn) SetHandler(h func(Frame)) {
 	}
 	c.handler.Store(&h)
 	if c.dispatching.CompareAndSwap(false, true) {
-		go c.dispatch()
+		c.inbox.deliverTo(c.dispatch)
 	}
 }
 
+// dispatch hands the waiting frames to the handler and returns when none
+// waits; the inbox starts it again for the next frame. Frames received
+// before a close are still delivered.
 func (c *Conn) dispatch() {
-	// The reader closes the inbox when it stops, so frames received before
-	// a close are still delivered.
 	for {
-		f, ok, _ := c.inbox.take(nil)
+		f, ok := c.inbox.next()
 		if !ok {
 			return
 		}

@@ -765,3 +765,45 @@ func TestConnSendQueueIsBoundedInBytes(t *testing.T) {
 		}
 	})
 }
+
+// OnClose runs its function once when the connection closes, whoever
+// closes it, and at once for a connection closed already; no goroutine
+// waits for it meanwhile.
+func TestConnOnCloseRunsOnceAfterTheClose(t *testing.T) {
+	client, server := tcpPair(t)
+	c := NewConn(client, Options{})
+	ran := make(chan error, 4)
+	c.OnClose(func() { ran <- c.Err() })
+	c.OnClose(func() { ran <- c.Err() })
+	select {
+	case err := <-ran:
+		t.Fatalf("OnClose ran on an open connection (Err %v)", err)
+	default:
+	}
+	_ = server.Close() // the peer goes: the reader sees the end of the stream
+	for range 2 {
+		select {
+		case err := <-ran:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("Err in OnClose = %v, want a closed error", err)
+			}
+		case <-time.After(failsafe):
+			t.Fatal("OnClose did not run after the peer closed")
+		}
+	}
+	_ = c.Close()
+	c.OnClose(func() { ran <- c.Err() })
+	select {
+	case err := <-ran:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Err in a late OnClose = %v, want a closed error", err)
+		}
+	case <-time.After(failsafe):
+		t.Fatal("OnClose on a closed connection did not run")
+	}
+	select {
+	case <-ran:
+		t.Error("an OnClose function ran twice")
+	default:
+	}
+}

@@ -6,7 +6,8 @@ import "sync"
 // a queue bounded at max frames, like a channel of that capacity, whose
 // memory follows what waits in it instead (an idle connection's inbox is
 // empty, where a 1,024-frame channel holds 16 KiB). One goroutine puts,
-// one takes.
+// one takes: a caller of take, or, once deliverTo was called, a delivery
+// goroutine that runs only while frames wait.
 type inbox struct {
 	max    int
 	mu     sync.Mutex
@@ -15,6 +16,9 @@ type inbox struct {
 	closed bool
 	ready  chan struct{} // signalled after a put and at close
 	room   chan struct{} // signalled after a take
+
+	deliver    func() // started on a goroutine when frames wait (deliverTo)
+	delivering bool   // a deliver goroutine runs: it takes until next says none
 }
 
 func newInbox(max int) *inbox {
@@ -42,8 +46,12 @@ func (q *inbox) put(f Frame, done <-chan struct{}) bool {
 				q.frames, q.head = q.frames[:n], 0
 			}
 			q.frames = append(q.frames, f)
+			start, run := q.startLocked(), q.deliver
 			q.mu.Unlock()
 			signal(q.ready)
+			if start {
+				go run()
+			}
 			return true
 		}
 		q.mu.Unlock()
@@ -69,17 +77,7 @@ func (q *inbox) take(cancel <-chan struct{}) (f Frame, ok, cancelled bool) {
 	for {
 		q.mu.Lock()
 		if q.head < len(q.frames) {
-			f = q.frames[q.head]
-			q.frames[q.head] = nil
-			q.head++
-			if q.head == len(q.frames) { // empty: start over, small
-				q.head = 0
-				if cap(q.frames) > 64 {
-					q.frames = nil
-				} else {
-					q.frames = q.frames[:0]
-				}
-			}
+			f = q.popLocked()
 			q.mu.Unlock()
 			signal(q.room)
 			return f, true, false
@@ -95,4 +93,60 @@ func (q *inbox) take(cancel <-chan struct{}) (f Frame, ok, cancelled bool) {
 			return nil, false, true
 		}
 	}
+}
+
+// deliverTo hands the frames to run from now on: a goroutine running run
+// starts whenever frames wait and none runs, and takes them with next
+// until none is left. An idle connection so has no goroutine waiting for
+// frames, which counts when a server holds thousands of them.
+func (q *inbox) deliverTo(run func()) {
+	q.mu.Lock()
+	q.deliver = run
+	start := q.startLocked()
+	q.mu.Unlock()
+	if start {
+		go run()
+	}
+}
+
+// startLocked says whether a deliver goroutine is to start now (and
+// counts it as running).
+func (q *inbox) startLocked() bool {
+	if q.deliver == nil || q.delivering || q.head == len(q.frames) {
+		return false
+	}
+	q.delivering = true
+	return true
+}
+
+// next returns the next waiting frame to the deliver goroutine, or false
+// when none waits: that goroutine is to return, and the next put starts
+// another.
+func (q *inbox) next() (Frame, bool) {
+	q.mu.Lock()
+	if q.head == len(q.frames) {
+		q.delivering = false
+		q.mu.Unlock()
+		return nil, false
+	}
+	f := q.popLocked()
+	q.mu.Unlock()
+	signal(q.room)
+	return f, true
+}
+
+// popLocked removes and returns the first waiting frame; one waits.
+func (q *inbox) popLocked() Frame {
+	f := q.frames[q.head]
+	q.frames[q.head] = nil
+	q.head++
+	if q.head == len(q.frames) { // empty: start over, small
+		q.head = 0
+		if cap(q.frames) > 64 {
+			q.frames = nil
+		} else {
+			q.frames = q.frames[:0]
+		}
+	}
+	return f
 }

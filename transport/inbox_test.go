@@ -71,3 +71,55 @@ func TestInboxBoundOrderAndMemory(t *testing.T) {
 		}
 	})
 }
+
+// Once it delivers, the inbox runs its deliver goroutine only while
+// frames wait (an idle connection has none), one at a time, in order,
+// and frames put before deliverTo come first.
+func TestInboxDeliversOnlyWhileFramesWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newInbox(8)
+		done := make(chan struct{})
+		var got []Frame
+		starts := 0
+		run := func() {
+			starts++ // one goroutine at a time: the race detector would see two
+			for {
+				f, ok := q.next()
+				if !ok {
+					return
+				}
+				got = append(got, f)
+			}
+		}
+		frames := make([]Frame, 8)
+		for i := range frames {
+			frames[i] = &HeartbeatFrame{}
+		}
+		q.put(frames[0], done)
+		q.deliverTo(run)
+		synctest.Wait()
+		for _, f := range frames[1:4] { // one at a time: a goroutine each
+			q.put(f, done)
+			synctest.Wait()
+			if q.delivering {
+				t.Fatal("a deliver goroutine stays with nothing waiting")
+			}
+		}
+		q.mu.Lock() // a burst: one goroutine takes them all
+		q.frames = append(q.frames, frames[4:]...)
+		q.mu.Unlock()
+		q.put(&HeartbeatFrame{}, done)
+		synctest.Wait()
+		if starts != 5 || q.delivering {
+			t.Errorf("%d deliver goroutines (delivering %v), want 5 and none left", starts, q.delivering)
+		}
+		if len(got) != 9 {
+			t.Fatalf("%d frames delivered, want 9", len(got))
+		}
+		for i, f := range frames {
+			if got[i] != f {
+				t.Errorf("frame %d delivered out of order", i)
+			}
+		}
+	})
+}
