@@ -99,7 +99,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 		}
 	}
 	list := startPeerHosts(b, agents, peerBeat)
-	mem0 := memInUse()
+	mem0, goroutines0 := memInUse(), runtime.NumGoroutine()
 	start := time.Now()
 
 	tf := startFleet(b, b.TempDir(), b.TempDir(), list, func(c *fleet.Config) {
@@ -145,9 +145,11 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 		}
 	}
 	connectRate := float64(agents) / time.Since(start).Seconds()
-	fmt.Fprintf(os.Stderr, "%d agents established in %.1f s (%.0f per second)\n", agents, time.Since(start).Seconds(), connectRate)
+	fmt.Fprintf(os.Stderr, "%d agents established in %.1f s (%.0f per second), peak RSS so far %.0f MiB\n",
+		agents, time.Since(start).Seconds(), connectRate, float64(peakRSS())/(1<<20))
 	memAgents := memInUse()
 	memAgents.sub(mem0)
+	goroutinesPerAgent := float64(runtime.NumGoroutine()-goroutines0) / float64(agents)
 	spawnStart := time.Now()
 
 	// Spawn every instance, a few at a time per agent.
@@ -201,15 +203,16 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	rounds := wall.Seconds() / beat.Seconds()
 	// At once, to standard error: the benchmark's own line comes only
 	// after the cleanups, which take minutes at 10,000 agents.
-	fmt.Fprintf(os.Stderr, "%d agents × %d: %.1f MiB heap + %.1f MiB stacks, peak RSS %.0f MiB, %.1f ms CPU per heartbeat round\n",
+	fmt.Fprintf(os.Stderr, "%d agents × %d: %.1f MiB heap + %.1f MiB stacks, peak RSS %.0f MiB, %.1f goroutines per agent, %.1f ms CPU per heartbeat round\n",
 		agents, perAgent, float64(mem.heap)/(1<<20), float64(mem.stack)/(1<<20), float64(peakRSS())/(1<<20),
-		float64(cpu.Microseconds())/1000/rounds)
+		goroutinesPerAgent, float64(cpu.Microseconds())/1000/rounds)
 	b.ReportMetric(float64(mem.heap+mem.stack)/(1<<20), "MiB")
 	b.ReportMetric(float64(mem.heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(mem.stack)/(1<<20), "stack-MiB")
 	b.ReportMetric(float64(memAgents.heap+memAgents.stack)/float64(agents), "B/agent")
 	b.ReportMetric(float64(heapInstances)/float64(agents*perAgent), "heap-B/instance")
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(goroutinesPerAgent, "goroutines/agent")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
 	b.ReportMetric(connectRate, "agents-connected/s")
