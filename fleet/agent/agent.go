@@ -694,11 +694,20 @@ type testHooks struct {
 }
 
 // EnvSpawnHold, for fault-injection tests only, names a point of every
-// spawn ("before-start", "started", "before-complete", "before-answer")
-// at which the agent
+// spawn ("before-start", "started", "before-complete", "before-answer"),
+// or holdRevisionRecorded or holdRevisionSent of every revision, at which
+// the agent
 // logs that it holds and then waits until it is killed, so that a test can
 // kill it there.
 const EnvSpawnHold = "PIFLEET_TEST_SPAWN_HOLD"
+
+// holdRevisionRecorded is the point of a revision (task_reject) where its
+// rejection and task are stored and its prompt is not yet sent.
+const holdRevisionRecorded = "revision-recorded"
+
+// holdRevisionSent is the point of a revision where the worker's shim has
+// its prompt and the agent has not yet noted so.
+const holdRevisionSent = "revision-sent"
 
 // spawnPoint passes a named point of a spawn.
 func (h testHooks) spawnPoint(point string) {

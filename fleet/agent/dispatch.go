@@ -232,6 +232,9 @@ func (a *Agent) rpcFor(p *peer, f *transport.RPCFrame, rej rejection) transport.
 		prev, in.task = in.task, t
 		in.mu.Unlock()
 	}
+	if rej.prompt != "" {
+		a.hooks.spawnPoint(holdRevisionRecorded)
+	}
 	w := in.worker()
 	if err := w.Send(f.Command); err != nil {
 		if f.TaskID != "" { // the task never started
@@ -252,7 +255,27 @@ func (a *Agent) rpcFor(p *peer, f *transport.RPCFrame, rej rejection) transport.
 			return errorFrame(f, CodeInternal, err.Error())
 		}
 	}
+	if rej.prompt != "" {
+		a.hooks.spawnPoint(holdRevisionSent)
+		a.revisionHandedOver(in, rej.prompt)
+	}
 	return nil
+}
+
+// revisionHandedOver notes that the revision prompt message reached the
+// worker's shim, which delivers it even should the agent die now. Until
+// this is stored, a restarted agent looks for the prompt in the worker's
+// session and sends it if it is not there (revisionArrived).
+func (a *Agent) revisionHandedOver(in *instance, message string) {
+	_, err := a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
+		if r.Revision == message {
+			r.Revision = ""
+		}
+		return nil
+	})
+	if err != nil {
+		in.log.Warn().Err(err).Msg("cannot note that the revision prompt was sent; a restart checks the session for it")
+	}
 }
 
 func (in *instance) modelRef() transport.ModelRef {
@@ -270,9 +293,12 @@ func (in *instance) modelRef() transport.ModelRef {
 // so that a restarted agent neither forgets a rejection the worker has
 // (it would revise twice) nor remembers one without the task that makes
 // the worker's next settle answer it (the review would wait forever).
+// So is the revision's prompt, until the worker's shim has it
+// (revisionHandedOver): a restarted agent sends it if it never arrived.
 func (a *Agent) openTask(in *instance, t *openTask) error {
 	_, err := a.store.UpdateInstance(in.id, func(r *agentstore.Instance) error {
 		r.TaskID, r.TaskOwner = t.id, t.owner
+		r.Revision = t.rejection.prompt // none for a prompt that is no revision
 		if t.rejection.id != "" {
 			r.Rejection = t.rejection.id
 		}
@@ -292,6 +318,9 @@ func (a *Agent) closeTaskRecord(instanceID, taskID string, rej rejection) {
 	_, _ = a.store.UpdateInstance(instanceID, func(r *agentstore.Instance) error {
 		if r.TaskID == taskID {
 			r.TaskID, r.TaskOwner = "", ""
+		}
+		if rej.prompt != "" && r.Revision == rej.prompt {
+			r.Revision = ""
 		}
 		if rej.id != "" && r.Rejection == rej.id {
 			r.Rejection = rej.prev
@@ -356,6 +385,11 @@ func (a *Agent) taskAccept(ctx context.Context, p *peer, f *transport.TaskAccept
 // feedback follows on the next line.
 const RevisionPrompt = "Revision requested:\n"
 
+// revisionCommand is the rpc command of a revision prompt.
+func revisionCommand(message string) map[string]any {
+	return map[string]any{"type": "prompt", "message": message}
+}
+
 // taskReject sends the feedback into the same session as a new prompt
 // under the same taskId: the next settle is the next review cycle.
 func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport.Frame) {
@@ -367,7 +401,8 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport
 	if !in.running() {
 		return errorFrame(f, CodeUnknownInstance, "no running instance "+id)
 	}
-	cmd, err := jsonObject(map[string]any{"type": "prompt", "message": RevisionPrompt + f.Feedback})
+	message := RevisionPrompt + f.Feedback
+	cmd, err := jsonObject(revisionCommand(message))
 	if err != nil {
 		return errorFrame(f, CodeInternal, err.Error())
 	}
@@ -377,11 +412,11 @@ func (a *Agent) taskReject(p *peer, f *transport.TaskRejectFrame) (out transport
 	// races this one finds it) and stored with the revision's task before
 	// the prompt reaches the worker, so that a restarted agent knows it
 	// too (it is read back at re-adoption).
-	var rej rejection
+	rej := rejection{prompt: message}
 	if f.RejectionID != "" {
 		in.mu.Lock()
 		done := in.rejection == f.RejectionID
-		rej = rejection{id: f.RejectionID, prev: in.rejection}
+		rej = rejection{id: f.RejectionID, prev: in.rejection, prompt: message}
 		in.rejection = f.RejectionID
 		in.mu.Unlock()
 		if done {

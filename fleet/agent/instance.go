@@ -69,10 +69,10 @@ type openTask struct {
 	rejection rejection
 }
 
-// rejection is the task_reject a revision carries out: its id, and the
-// id of the one carried out before it, kept again should this one never
-// reach the worker.
-type rejection struct{ id, prev string }
+// rejection is the task_reject a revision carries out: its id ("" when
+// the server sent none), the id of the one carried out before it, kept
+// again should this one never reach the worker, and its prompt's message.
+type rejection struct{ id, prev, prompt string }
 
 // info is the instance as list reports it.
 func (in *instance) info() transport.InstanceInfo {

@@ -12,7 +12,9 @@ import (
 	"example.com/pifleet/fleet/agent/internal/agentstore"
 	"example.com/pifleet/fleet/agent/internal/fsservice"
 	"example.com/pifleet/fleet/agent/internal/worker"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
+	"github.com/rs/zerolog"
 )
 
 // savedSpec is the part of a worker's spec a restarted agent needs to keep
@@ -192,6 +194,12 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 		// real end, or at once when pi is found idle.
 		p.RunOpen = true
 	}
+	var resend string // a revision prompt the dead agent did not send
+	if rec.TaskID != "" && rec.Revision != "" && !a.revisionInSession(rec, p, log) {
+		// Its run has not started: none is open, and the task's next
+		// settle answers the prompt sent once the worker is attached.
+		p.RunOpen, resend = false, rec.Revision
+	}
 	w, err := worker.Adopt(ctx, spec, p)
 	if err != nil {
 		if errors.Is(err, worker.ErrGone) {
@@ -219,6 +227,9 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 	in.attach(w)
 	if rec.ModelPinned {
 		in.applyPin(true)
+	}
+	if resend != "" {
+		a.sendRevision(in, rec.Rejection, resend)
 	}
 	log.Info().Str("taskId", rec.TaskID).Msg("worker re-adopted")
 	return in
@@ -263,4 +274,81 @@ func (a *Agent) forgetEnded(rec agentstore.Instance) {
 		}
 	}
 	a.forget(rec.InstanceID)
+}
+
+// revisionInSession reports whether the revision prompt rec.Revision,
+// stored before the dead agent handed it to the worker's shim, reached the
+// worker all the same: the agent may have died after the shim took it and
+// before it noted so. The worker's session says (revisionArrived); one
+// that cannot be read says no, and the prompt is sent: a feedback never
+// delivered would go unseen, one delivered twice does not.
+func (a *Agent) revisionInSession(rec agentstore.Instance, p worker.Persisted, log zerolog.Logger) bool {
+	path := rec.SessionPath
+	if path == "" {
+		path = p.SessionPath
+	}
+	if path == "" {
+		return false
+	}
+	f, err := session.Read(path)
+	if err != nil {
+		log.Warn().Err(err).Msg("cannot read the worker's session to learn whether its revision prompt arrived; sending it")
+		return false
+	}
+	return revisionArrived(f.Entries, rec.Revision)
+}
+
+// revisionArrived reports whether a session's last user message is the
+// revision prompt message: pi records a prompt as a user message when it
+// takes it, and the worker answered nothing newer than the revision's
+// task (the task is still open).
+func revisionArrived(entries []session.Entry, message string) bool {
+	for _, e := range slices.Backward(entries) {
+		if e.Type != session.TypeMessage || e.Role != "user" {
+			continue
+		}
+		return userText(e.Message) == message
+	}
+	return false
+}
+
+// userText is the text of a user message: its content, a string or text
+// parts.
+func userText(raw json.RawMessage) string {
+	var m struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct{ Type, Text string }
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, part := range parts {
+		if part.Type == "text" {
+			b.WriteString(part.Text)
+		}
+	}
+	return b.String()
+}
+
+// sendRevision sends a revision prompt that a dead agent had stored but
+// not sent, completing the rejection it carries out.
+func (a *Agent) sendRevision(in *instance, rejectionID, message string) {
+	cmd, err := jsonObject(revisionCommand(message))
+	if err == nil {
+		err = in.worker().Send(cmd)
+	}
+	if err != nil {
+		in.log.Error().Err(err).Str("rejectionId", rejectionID).Msg("cannot send the revision prompt a restart found unsent")
+		return
+	}
+	in.log.Warn().Str("rejectionId", rejectionID).Msg("revision prompt sent: the previous agent ended before it did")
+	a.revisionHandedOver(in, message)
 }

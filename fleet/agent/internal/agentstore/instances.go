@@ -41,6 +41,10 @@ type Instance struct {
 	// the worker: a restarted server may send a rejection again, and a
 	// restarted agent must still know it carried that one out.
 	Rejection string `json:"rejection,omitzero"`
+	// Revision is the prompt that carries Rejection out, kept until the
+	// worker's shim has taken it: a restarted agent that finds it here
+	// sends it, unless the worker's session shows it arrived.
+	Revision string `json:"revision,omitzero"`
 	// TraceID follows the operation that started the instance.
 	TraceID string `json:"traceId,omitzero"`
 	// SpawnID is the id of the spawn request that started the worker: a
