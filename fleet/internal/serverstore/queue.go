@@ -58,6 +58,10 @@ func (p *Pending) finish(err error) {
 	if p.then != nil {
 		p.then(err)
 	}
+	// A caller may keep the Pending long after (the fleet keeps each
+	// instance's last write): what the functions hold, copies of the
+	// records written, is let go.
+	p.fn, p.then = nil, nil
 	close(p.done)
 }
 
