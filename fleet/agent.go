@@ -57,6 +57,12 @@ type agentState struct {
 	catchUp sync.Mutex
 }
 
+// announces reports whether the agent's hello offered capability c
+// (f.mu held).
+func (a *agentState) announces(c string) bool {
+	return a.hello != nil && slices.Contains(a.hello.Capabilities, c)
+}
+
 // waiter is a request whose answer changes state: onAnswer runs on the
 // handler goroutine with f.mu held, then the frame is delivered.
 type waiter struct {

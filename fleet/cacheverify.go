@@ -45,7 +45,7 @@ type CacheProblem struct {
 func (f *Fleet) VerifyCaches(ctx context.Context, machine string) ([]CacheCheck, error) {
 	f.mu.Lock()
 	a, c, err := f.connForLocked(machine, trust.OpView)
-	if err == nil && (!a.pifleet || a.hello == nil || !slices.Contains(a.hello.Capabilities, transport.CapabilityCacheVerify)) {
+	if err == nil && (!a.pifleet || !a.announces(transport.CapabilityCacheVerify)) {
 		err = fmt.Errorf("%w: %s (cache_verify)", ErrNotSupported, machine)
 	}
 	f.mu.Unlock()

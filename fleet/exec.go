@@ -257,7 +257,7 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	}
 	f.mu.Lock()
 	a, c, err := f.connForLocked(machine, trust.OpSteer)
-	if err == nil && (a.hello == nil || !slices.Contains(a.hello.Capabilities, transport.CapabilityExec)) {
+	if err == nil && !a.announces(transport.CapabilityExec) {
 		err = &ExecError{Agent: machine, Code: "exec_disabled", Message: "the agent's exec plane is off (start it with --exec-policy full)"}
 	}
 	if err != nil {

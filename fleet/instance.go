@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"example.com/pifleet/bundle"
@@ -505,7 +504,7 @@ func isSpawnState(s InstanceState) bool {
 // The spawn_cancel is queued before anything changes (a full queue is a
 // *queueFullError, for whileQueueFull).
 func (f *Fleet) stopSpawnLocked(a *agentState, inst *instance) error {
-	if a.conn != nil && a.pifleet && a.hello != nil && slices.Contains(a.hello.Capabilities, transport.CapabilitySpawnCancel) {
+	if a.conn != nil && a.pifleet && a.announces(transport.CapabilitySpawnCancel) {
 		if err := trySend(a.conn, &transport.SpawnCancelFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, SpawnID: inst.spawnID}); err != nil {
 			return err
 		}

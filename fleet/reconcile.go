@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 
@@ -37,7 +36,7 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 		}
 	}()
 	f.mu.Lock()
-	spawnIDs := a.hello != nil && slices.Contains(a.hello.Capabilities, transport.CapabilitySpawnID)
+	spawnIDs := a.announces(transport.CapabilitySpawnID)
 	f.mu.Unlock()
 	if len(known) == 0 && !spawnIDs {
 		return

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"example.com/pifleet/fleet/internal/serverstore"
@@ -105,7 +104,7 @@ type spawnOutcome struct {
 // the server does not know (see the top of this file).
 func (f *Fleet) reconcileSpawnsLocked(a *agentState, c *transport.Conn, list []transport.InstanceInfo) spawnOutcome {
 	var out spawnOutcome
-	if a.hello == nil || !slices.Contains(a.hello.Capabilities, transport.CapabilitySpawnID) {
+	if !a.announces(transport.CapabilitySpawnID) {
 		return out
 	}
 	for _, info := range list {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -38,7 +37,7 @@ func checkIsolation(a *agentState, iso *Isolation) error {
 	if iso == nil {
 		return nil
 	}
-	if !a.pifleet || a.hello == nil || !slices.Contains(a.hello.Capabilities, transport.CapabilityWorktree) {
+	if !a.pifleet || !a.announces(transport.CapabilityWorktree) {
 		return fmt.Errorf("%w: %s cannot run isolated workers (worktree)", ErrNotSupported, a.name)
 	}
 	return nil
