@@ -186,12 +186,14 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		p.mu.Lock()
 		caps = append(caps, p.caps...)
 		p.mu.Unlock()
-		_ = c.TrySend(&transport.HelloFrame{Machine: p.machine, Role: transport.RoleAgent, PackageVersion: "test",
-			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge),
-			Proxied: true}) // tests put netfault proxies in front of it
+		// Listed before the hello goes: once the fleet has the agent
+		// established, conn() is this connection, not the one before.
 		p.mu.Lock()
 		p.conns = append(p.conns, c)
 		p.mu.Unlock()
+		_ = c.TrySend(&transport.HelloFrame{Machine: p.machine, Role: transport.RoleAgent, PackageVersion: "test",
+			Platform: p.platform, Capabilities: caps, Challenge: auth.EncodeChallenge(challenge),
+			Proxied: true}) // tests put netfault proxies in front of it
 		close(ready)
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); <-c.Done() }()
