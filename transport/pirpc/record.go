@@ -920,29 +920,25 @@ func decodeUsage(span []byte) (*Usage, bool) {
 		case 4:
 			u.TotalTokens, ok = decodeFloat(v)
 		case 5:
-			if string(v) == "null" {
-				return true
-			}
 			c := &u.Cost
-			return eachMember(v, costFields, func(f int, v []byte) (ok bool) {
-				switch f {
-				case 0:
-					c.Input, ok = decodeFloat(v)
-				case 1:
-					c.Output, ok = decodeFloat(v)
-				case 2:
-					c.CacheRead, ok = decodeFloat(v)
-				case 3:
-					c.CacheWrite, ok = decodeFloat(v)
-				case 4:
-					c.Total, ok = decodeFloat(v)
-				}
-				return ok
-			})
+			return decodeNumbers(v, costFields, &c.Input, &c.Output, &c.CacheRead, &c.CacheWrite, &c.Total)
 		}
 		return ok
 	})
 	return u, ok
+}
+
+// decodeNumbers decodes an object of numbers (a price, a cost) as
+// encoding/json does into a struct value: the member named by the i-th of
+// fields into *into[i]; null leaves the struct as it is.
+func decodeNumbers(span []byte, fields fieldSet, into ...*float64) bool {
+	if string(span) == "null" {
+		return true
+	}
+	return eachMember(span, fields, func(f int, v []byte) (ok bool) {
+		*into[f], ok = decodeFloat(v)
+		return ok
+	})
 }
 
 func decodeInt64(span []byte) (int64, bool) {
@@ -1022,23 +1018,8 @@ func decodeModel(span []byte) (*Model, bool) {
 		case 6:
 			m.Input, ok = decodeStrings(v)
 		case 7:
-			if string(v) == "null" {
-				return true
-			}
 			c := &m.Cost
-			return eachMember(v, modelCostFields, func(f int, v []byte) (ok bool) {
-				switch f {
-				case 0:
-					c.Input, ok = decodeFloat(v)
-				case 1:
-					c.Output, ok = decodeFloat(v)
-				case 2:
-					c.CacheRead, ok = decodeFloat(v)
-				case 3:
-					c.CacheWrite, ok = decodeFloat(v)
-				}
-				return ok
-			})
+			return decodeNumbers(v, modelCostFields, &c.Input, &c.Output, &c.CacheRead, &c.CacheWrite)
 		case 8:
 			m.ContextWindow, ok = decodeFloat(v)
 		case 9:
