@@ -30,18 +30,26 @@ const SkipMessage = "no chromium found: install it (apt-get install -y chromium)
 // when there is none.
 func Find(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvChromium); p != "" {
+	return findBrowser(t, EnvChromium, SkipMessage, "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+}
+
+// findBrowser returns the path named by the environment variable env, or
+// else the first of names on PATH; with neither it skips the test with
+// skip, or fails it under CI, where every browser test must run.
+func findBrowser(t testing.TB, env, skip string, names ...string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
 		return p
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatal(SkipMessage + " (CI is set: browser tests must run)")
+		t.Fatal(skip + " (CI is set: browser tests must run)")
 	}
-	t.Skip(SkipMessage)
+	t.Skip(skip)
 	return ""
 }
 

@@ -2,7 +2,6 @@ package browsertest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"example.com/pifleet/internal/syncbuf"
 )
 
 // EnvFirefox names the Firefox binary when it is not on PATH.
@@ -30,19 +31,7 @@ const FirefoxSkipMessage = "no firefox found: install it (apt-get install -y fir
 // CI) when there is none.
 func FindFirefox(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvFirefox); p != "" {
-		return p
-	}
-	for _, name := range []string{"firefox", "firefox-esr"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal(FirefoxSkipMessage + " (CI is set: browser tests must run)")
-	}
-	t.Skip(FirefoxSkipMessage)
-	return ""
+	return findBrowser(t, EnvFirefox, FirefoxSkipMessage, "firefox", "firefox-esr")
 }
 
 // firefoxPrefs keep a test's Firefox to itself: no updates, telemetry,
@@ -78,32 +67,13 @@ type Firefox struct {
 	t       testing.TB
 	cmd     *exec.Cmd
 	exited  chan struct{}
-	stderr  *lockedBuffer
+	stderr  *syncbuf.Buffer
 	conn    *bidi
 	context string // the tab's browsing context id
 
 	mu       sync.Mutex
 	problems []string
 	more     chan struct{} // closed, and replaced, when a problem is added
-}
-
-// lockedBuffer is the browser's output, written by its reader and read
-// by a failing test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // firefoxStart bounds Firefox's startup and the first commands: on a
@@ -139,7 +109,7 @@ func NewFirefox(t testing.TB, o Options) *Firefox {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", path, err)
 	}
-	f := &Firefox{t: t, cmd: cmd, exited: make(chan struct{}), stderr: &lockedBuffer{}, more: make(chan struct{})}
+	f := &Firefox{t: t, cmd: cmd, exited: make(chan struct{}), stderr: &syncbuf.Buffer{}, more: make(chan struct{})}
 	url := make(chan string, 1)
 	go func() {
 		// The address, then the rest of the output for a failing test.

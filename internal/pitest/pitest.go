@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -33,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"example.com/pifleet/internal/syncbuf"
 	"example.com/pifleet/transport/pirpc"
 )
 
@@ -312,7 +312,7 @@ type Worker struct {
 	// Started is when the process was started.
 	Started time.Time
 
-	stderr lockedBuffer
+	stderr syncbuf.Buffer // the start of it: 64 KiB are enough to diagnose
 	exited chan struct{}
 	exit   error
 }
@@ -330,6 +330,7 @@ func Start(t testing.TB, kind Kind, opts Options) *Worker {
 		t.Fatal(err)
 	}
 	w := &Worker{Kind: kind, Spec: spec, exited: make(chan struct{})}
+	w.stderr.Limit = 64 << 10
 	w.Cmd = exec.Command(spec.Path, spec.Args...)
 	w.Cmd.Dir, w.Cmd.Env = spec.Dir, spec.Env
 	w.Cmd.Stdin, w.Cmd.Stdout, w.Cmd.Stderr = inR, outW, &w.stderr
@@ -435,26 +436,3 @@ func SessionEntries(t testing.TB, path string) (header map[string]any, entries [
 	}
 	return header, entries
 }
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	const max = 64 << 10
-	if b.buf.Len() > max {
-		return len(p), nil // keep the start; enough to diagnose
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
+	"example.com/pifleet/internal/syncbuf"
 	"example.com/pifleet/transport/identity"
 )
 
@@ -62,31 +62,13 @@ func TestTerminalExplainsAndReasks(t *testing.T) {
 	}
 }
 
-// syncBuffer lets the test read what the terminal wrote while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A withdrawn question (its connection went away) does not lose the
 // terminal: the line typed next answers the next question.
 func TestTerminalWithdrawnQuestion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		in, typist := io.Pipe()
 		defer typist.Close()
-		var out syncBuffer
+		var out syncbuf.Buffer
 		term := NewTerminal(in, &out)
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -123,7 +105,7 @@ func TestTerminalOneQuestionAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		in, typist := io.Pipe()
 		defer typist.Close()
-		var out syncBuffer
+		var out syncbuf.Buffer
 		term := NewTerminal(in, &out)
 
 		answers := make(chan Policy, 2)
