@@ -77,6 +77,8 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 			}
 		}
 		return append(b, ']'), nil
+	case encodedJSON:
+		return append(b, v...), nil
 	case string:
 		return appendString(b, v), nil
 	case bool:
@@ -118,8 +120,14 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 // U+2028 and U+2029 escaped, invalid UTF-8 replaced by U+FFFD. Handing
 // every string to json.Marshal was most of the worker's encoding time.
 func appendString(b []byte, s string) []byte {
+	return append(appendStringBody(append(b, '"'), s), '"')
+}
+
+// appendStringBody appends s escaped as appendString does, without the
+// quotes: the escapes of two strings, one after the other, are those of
+// the two joined when the first ends with a whole rune.
+func appendStringBody(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
@@ -163,8 +171,7 @@ func appendString(b []byte, s string) []byte {
 		i += size
 		start = i
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
 
 // appendFloat appends f as encoding/json writes a float64: the shortest
@@ -204,6 +211,11 @@ func appendKey(b []byte, key string) []byte {
 	return append(b, '"', ':')
 }
 
+// encodedJSON is a value written as JSON already: one encoding of a
+// streamed partial message, which each of its message_update events
+// carries twice.
+type encodedJSON []byte
+
 func isNil(v any) bool {
 	if v == nil {
 		return true
@@ -230,6 +242,10 @@ type emitter struct {
 	pending []byte
 	spare   []byte
 }
+
+// maxSpare is the largest write buffer the emitter keeps for the next
+// write: the updates of a long streamed answer are each hundreds of KB.
+const maxSpare = 16 << 20
 
 func newEmitter(w io.Writer) *emitter {
 	e := &emitter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
@@ -284,7 +300,7 @@ func (e *emitter) writePending() {
 		_, _ = e.w.Write(buf)
 	}
 	e.mu.Lock()
-	if e.spare == nil && cap(buf) <= 1<<20 {
+	if e.spare == nil && cap(buf) <= maxSpare {
 		e.spare = buf[:0]
 	}
 	e.mu.Unlock()

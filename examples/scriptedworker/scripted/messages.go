@@ -16,6 +16,10 @@ type part struct {
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// encoded, when set, is Text or Thinking (whichever is set) already
+	// written as a JSON string: a streamed block's text, encoded a chunk
+	// at a time as it grows instead of whole at every update.
+	encoded []byte
 }
 
 // appendJSON appends the part as json.Marshal writes it.
@@ -23,10 +27,10 @@ func (p part) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"type":`...)
 	b = appendString(b, p.Type)
 	if p.Text != nil {
-		b = appendString(append(b, `,"text":`...), *p.Text)
+		b = p.appendText(append(b, `,"text":`...), *p.Text)
 	}
 	if p.Thinking != nil {
-		b = appendString(append(b, `,"thinking":`...), *p.Thinking)
+		b = p.appendText(append(b, `,"thinking":`...), *p.Thinking)
 	}
 	if p.ID != "" {
 		b = appendString(append(b, `,"id":`...), p.ID)
@@ -42,6 +46,14 @@ func (p part) appendJSON(b []byte) ([]byte, error) {
 		b = append(append(b, `,"arguments":`...), args...)
 	}
 	return append(b, '}'), nil
+}
+
+// appendText appends s, the part's text or thinking, as a JSON string.
+func (p part) appendText(b []byte, s string) []byte {
+	if p.encoded != nil {
+		return append(b, p.encoded...)
+	}
+	return appendString(b, s)
 }
 
 func textPart(s string) part     { return part{Type: "text", Text: &s} }

@@ -289,11 +289,14 @@ func (w *worker) stream(ctx context.Context) *message {
 	delay := time.Duration(p.delayMs) * time.Millisecond
 
 	w.out.emit(obj{{"type", "message_start"}, {"message", msg.clone()}})
+	// The partial message is encoded once per update and written twice,
+	// as pi writes it (assistantMessageEvent.partial and message).
+	var partial []byte
 	update := func(kind string, index int, extra ...field) {
-		partial := msg.clone()
+		partial, _ = appendJSON(partial[:0], msg)
 		ev := append(obj{{"type", kind}, {"contentIndex", index}}, extra...)
-		ev = append(ev, field{"partial", partial})
-		w.out.emit(obj{{"type", "message_update"}, {"assistantMessageEvent", ev}, {"message", partial}})
+		ev = append(ev, field{"partial", encodedJSON(partial)})
+		w.out.emit(obj{{"type", "message_update"}, {"assistantMessageEvent", ev}, {"message", encodedJSON(partial)}})
 	}
 
 	aborted, outChars, toolN := false, 0, 0
@@ -321,13 +324,21 @@ blocks:
 			if b.kind == blockThinking {
 				kind = "thinking"
 			}
-			acc := ""
+			// The text so far, and the same as a JSON string, each grown a
+			// chunk at a time: rebuilding and escaping the whole text at
+			// every chunk made the worker's output cost the square of the
+			// answer twice over. Escaping the chunks one by one writes the
+			// same bytes, since each chunk is whole runes.
+			var acc strings.Builder
+			encoded := []byte(`""`)
 			setPart := func() {
+				text := acc.String()
 				if kind == "text" {
-					msg.Content[index] = textPart(acc)
+					msg.Content[index] = textPart(text)
 				} else {
-					msg.Content[index] = thinkingPart(acc)
+					msg.Content[index] = thinkingPart(text)
 				}
+				msg.Content[index].encoded = encoded
 			}
 			msg.Content = append(msg.Content, part{})
 			setPart()
@@ -337,7 +348,8 @@ blocks:
 					aborted = true
 					break blocks
 				}
-				acc += piece
+				acc.WriteString(piece)
+				encoded = append(appendStringBody(encoded[:len(encoded)-1], piece), '"')
 				setPart()
 				update(kind+"_delta", index, field{"delta", piece})
 			}
@@ -347,6 +359,9 @@ blocks:
 	}
 	if len(p.blocks) == 0 && !sleepCtx(ctx, delay) {
 		aborted = true
+	}
+	for i := range msg.Content {
+		msg.Content[i].encoded = nil // the message is kept: its texts alone say what it holds
 	}
 
 	input, output := tokens(contextChars), tokens(outChars)
