@@ -171,6 +171,17 @@ func (e Event) Raw() json.RawMessage {
 	return e.line.Bytes()
 }
 
+// DeltaAfter returns the event as a change to prev, the worker's event
+// before it, when the agent streamed it as one (a message_update): a
+// small JSON entry that rebuilds the event from prev's bytes (the entry
+// format of event_delta frames, docs/protocol.md). ok is false for any
+// other event, or another prev: the event is then to be relayed whole. A
+// relay to readers of its own (the control API's watch) sends each update
+// as O(chunk) bytes instead of the whole partial message.
+func (e Event) DeltaAfter(prev Event) (entry json.RawMessage, ok bool) {
+	return e.line.DeltaAfter(prev.line)
+}
+
 // SpawnProgress is one step of a spawn the agent reported.
 type SpawnProgress struct {
 	// SpawnID names the instance until it is spawned: Status lists it

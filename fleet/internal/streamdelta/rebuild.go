@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"weak"
 
 	"example.com/pifleet/transport"
 )
@@ -22,9 +23,10 @@ type Rebuilder struct {
 }
 
 type chain struct {
-	seq uint64
-	u   *update
-	ops []op // what the last update was coded with; nil after a whole one
+	seq  uint64
+	u    *update
+	ops  []op  // what the last update was coded with; nil after a whole one
+	line *Line // the event of seq, as emitted
 }
 
 // NewRebuilder returns a Rebuilder whose events are at most maxLine bytes
@@ -76,6 +78,11 @@ type Line struct {
 	once sync.Once
 	u    *update // until written
 	b    []byte
+	// A message_update rebuilt from a coded entry also keeps that entry,
+	// self-contained (Line.DeltaAfter), and which line it was coded
+	// against (weakly: a line must not keep the message's history alive).
+	base  weak.Pointer[Line]
+	entry []byte
 }
 
 // WholeLine returns the Line of an event already written.
@@ -212,8 +219,9 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 			return nil, nil, badEntry("whole update is not one JSON value")
 		}
 		u, ok := parseUpdate(line)
+		out := WholeLine(line)
 		if ok && !u.ends() {
-			r.chains[instanceID] = &chain{seq: seq, u: u}
+			r.chains[instanceID] = &chain{seq: seq, u: u, line: out}
 		} else {
 			delete(r.chains, instanceID)
 		}
@@ -221,7 +229,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 			// A copy: line is part of the frame.
 			r.hold(instanceID, seq, bytes.Clone(u.partial.raw))
 		}
-		return WholeLine(line), nil, nil
+		return out, nil, nil
 	}
 	ch := r.chains[instanceID]
 	if ch == nil || ch.seq != base {
@@ -273,11 +281,19 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 		r.hold(instanceID, seq, line[len(line)-1-u.partial.size():len(line)-1])
 		return WholeLine(line), head, nil
 	}
+	prev := ch.line
 	ch.seq, ch.u, ch.ops = seq, u, ops
 	if u.step == nil {
-		return WholeLine(u.line()), head, nil // a message_start: one a message
+		ch.line = WholeLine(u.line()) // a message_start: one a message
+		return ch.line, head, nil
 	}
-	return &Line{u: u}, head, nil
+	if n.kind == '[' {
+		entry = longEntry(u.step, ops) // a short entry reads only after its chain's
+	} else {
+		entry = bytes.Clone(entry) // entry is part of the frame
+	}
+	ch.line = &Line{u: u, base: weak.Make(prev), entry: entry}
+	return ch.line, head, nil
 }
 
 // resolve rebuilds a line that refers to finished messages,
