@@ -174,14 +174,33 @@ func (f *Fleet) connOptions(name string) transport.Options {
 // awaitHello reads frames until the agent's hello; frames before it are
 // kept and handled once the connection is established.
 func (f *Fleet) awaitHello(ctx context.Context, c *transport.Conn) (*transport.HelloFrame, []transport.Frame, error) {
+	return awaitFrame[*transport.HelloFrame](ctx, c, "hello")
+}
+
+// awaitAgentProof reads frames until the agent's auth_proof and checks it
+// over t; frames before it are kept for the connection's handler.
+func (f *Fleet) awaitAgentProof(ctx context.Context, c *transport.Conn, t auth.Transcript) (ed25519.PublicKey, []transport.Frame, error) {
+	p, early, err := awaitFrame[*transport.AuthProofFrame](ctx, c, "the agent's proof")
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := auth.VerifyAgent(p.KeyProof, t)
+	return key, early, err
+}
+
+// awaitFrame reads frames until one of type T (what names it in the
+// error). The frames before it, up to maxOrphans, are returned for the
+// connection's handler: an agent may send before the handshake is done.
+func awaitFrame[T transport.Frame](ctx context.Context, c *transport.Conn, what string) (T, []transport.Frame, error) {
 	var early []transport.Frame
 	for {
 		fr, err := c.Receive(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("fleet: waiting for hello: %w", err)
+			var none T
+			return none, nil, fmt.Errorf("fleet: waiting for %s: %w", what, err)
 		}
-		if h, ok := fr.(*transport.HelloFrame); ok {
-			return h, early, nil
+		if want, ok := fr.(T); ok {
+			return want, early, nil
 		}
 		if len(early) < maxOrphans {
 			early = append(early, fr)
@@ -189,21 +208,15 @@ func (f *Fleet) awaitHello(ctx context.Context, c *transport.Conn) (*transport.H
 	}
 }
 
-// awaitAgentProof reads frames until the agent's auth_proof and checks it
-// over t; frames before it are kept for the connection's handler.
-func (f *Fleet) awaitAgentProof(ctx context.Context, c *transport.Conn, t auth.Transcript) (ed25519.PublicKey, []transport.Frame, error) {
-	var early []transport.Frame
-	for {
-		fr, err := c.Receive(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("fleet: waiting for the agent's proof: %w", err)
+// cancelOnClose calls cancel when c closes before ctx ends: what waits
+// under ctx (a trust question, a reconcile) is for this connection only.
+// The caller's own cancel ends the watch.
+func cancelOnClose(ctx context.Context, cancel context.CancelFunc, c *transport.Conn) {
+	go func() {
+		select {
+		case <-c.Done():
+			cancel()
+		case <-ctx.Done():
 		}
-		if p, ok := fr.(*transport.AuthProofFrame); ok {
-			key, err := auth.VerifyAgent(p.KeyProof, t)
-			return key, early, err
-		}
-		if len(early) < maxOrphans {
-			early = append(early, fr)
-		}
-	}
+	}()
 }

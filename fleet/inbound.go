@@ -116,13 +116,7 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 	// not by the hello timeout.
 	dctx, dcancel := context.WithCancel(f.ctx)
 	defer dcancel()
-	go func() {
-		select {
-		case <-c.Done():
-			dcancel()
-		case <-dctx.Done():
-		}
-	}()
+	cancelOnClose(dctx, dcancel, c)
 	policy, err := f.trust.DecideKey(dctx, id, auth.FormatPublicKey(key))
 	if err == nil && policy == trust.Deny {
 		err = trust.ErrDenied

@@ -28,13 +28,7 @@ import (
 func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 	ctx, cancel := context.WithTimeout(f.ctx, f.requestTimeout())
 	defer cancel()
-	go func() {
-		select {
-		case <-c.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	cancelOnClose(ctx, cancel, c)
 	f.mu.Lock()
 	spawnIDs := a.announces(transport.CapabilitySpawnID)
 	f.mu.Unlock()
