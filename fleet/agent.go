@@ -228,7 +228,7 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	a.connectedAt = f.cfg.Now()
 	f.agentsChangedLocked() // the allowed transition woke WaitAgent before a.conn was set
 	var known []*instance
-	for _, inst := range f.byAgent[a.name] {
+	for inst := range f.core.agentInstances(a.name) {
 		if !InstanceTable.IsFinal(inst.m.State()) {
 			known = append(known, inst)
 		}
@@ -279,7 +279,7 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 	if !closing {
 		f.fireConnLocked(a, transport.EventConnectionLost, c.Err())
 	}
-	for _, inst := range f.byAgent[a.name] {
+	for inst := range f.core.agentInstances(a.name) {
 		f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
 	}
 	for id, w := range a.waiters {

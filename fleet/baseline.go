@@ -139,7 +139,7 @@ func (f *Fleet) CreateBaseline(ctx context.Context, opts BaselineOptions) (*Base
 	}
 	b.Path, b.SessionID = st.SessionFile, st.SessionID
 	f.mu.Lock()
-	if in := f.instances[inst.id]; in != nil {
+	if in := f.core.instance(inst.id); in != nil {
 		b.Bundle, b.BundleHash = in.rec.Bundle, in.rec.BundleHash
 		in.rec.SessionPath = st.SessionFile
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func TestConnectionLossTouchesOnlyItsAgentsInstances(t *testing.T) {
 	}
 	sub.Close()
 	f.mu.Lock()
-	for _, inst := range f.instances {
+	for _, inst := range f.core.allInstances() {
 		want := StateIdle
 		if inst.agent == "box-00001" {
 			want = StateUnreachable
@@ -38,7 +39,7 @@ func TestConnectionLossTouchesOnlyItsAgentsInstances(t *testing.T) {
 			t.Errorf("instance %s of %s is %s, want %s", inst.id, inst.agent, st, want)
 		}
 	}
-	if n := len(f.byAgent["box-00001"]); n != 2 {
+	if n := len(slices.Collect(f.core.agentInstances("box-00001"))); n != 2 {
 		t.Errorf("box-00001 indexes %d instances, want 2", n)
 	}
 	f.mu.Unlock()
@@ -61,8 +62,9 @@ func TestInstanceRegisteredAgainMovesInTheIndex(t *testing.T) {
 	defer f.mu.Unlock()
 	f.addInstanceLocked(newInstance(f, "i-1", "a", serverstore.Instance{InstanceID: "i-1", Machine: "a"}, m))
 	f.addInstanceLocked(newInstance(f, "i-1", "b", serverstore.Instance{InstanceID: "i-1", Machine: "b"}, m))
-	if len(f.byAgent["a"]) != 0 || f.byAgent["b"]["i-1"] != f.instances["i-1"] {
-		t.Fatalf("index after re-registering i-1 under b: a %v, b %v", f.byAgent["a"], f.byAgent["b"])
+	a, b := slices.Collect(f.core.agentInstances("a")), slices.Collect(f.core.agentInstances("b"))
+	if len(a) != 0 || len(b) != 1 || b[0] != f.core.instance("i-1") || b[0].agent != "b" {
+		t.Fatalf("index after re-registering i-1 under b: a %v, b %v", a, b)
 	}
 }
 
@@ -108,7 +110,7 @@ func benchConnectionLoss(b *testing.B, agents, perAgent int) {
 		closing += time.Since(t1)
 		b.StopTimer()
 		f.mu.Lock()
-		for _, inst := range f.instances {
+		for _, inst := range f.core.allInstances() {
 			if st := inst.m.State(); st != StateUnreachable {
 				b.Fatalf("instance %s is %s after its connection dropped", inst.id, st)
 			}

@@ -44,7 +44,7 @@ func (f *Fleet) viewLocked(inst *instance) coreView {
 		v.Connected = a.conn != nil
 		v.Pifleet = a.pifleet
 	}
-	if t := f.tasks[inst.openTask]; t != nil {
+	if t := f.core.task(inst.openTask); t != nil {
 		v.Task = t.m.State()
 		v.Rejects, v.MaxRejects = t.rec.Rejects, t.rec.MaxRejects
 		n := len(t.rec.Feedback)
@@ -101,7 +101,7 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 	// detached.
 	t := d.task
 	if t == nil {
-		t = f.tasks[inst.openTask]
+		t = f.core.task(inst.openTask)
 	}
 	for i, e := range plan {
 		switch e.Kind {
@@ -113,7 +113,7 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			}
 		case fxOpen:
 			t = d.newTask
-			f.tasks[e.TaskID] = t
+			f.core.addTask(t)
 			inst.openTask = e.TaskID
 			inst.gen++
 		case fxDetach:
@@ -163,7 +163,7 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 				return w, after, err
 			}
 		case fxDone:
-			if dt := f.tasks[e.TaskID]; dt != nil && d.td != nil {
+			if dt := f.core.task(e.TaskID); dt != nil && d.td != nil {
 				if dt.rec.InstanceID == d.td.InstanceID {
 					done := *d.td
 					dt.rec.LastDone = &done // as the record stored it

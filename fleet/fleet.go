@@ -110,34 +110,20 @@ type Fleet struct {
 	// the fleet lock.
 	dirMu sync.Mutex
 
-	// The instance and task core: what the decision core (core.go)
-	// decides on and its driver (drive.go) changes, guarded by mu.
-	instances map[string]*instance
-	// byAgent indexes instances by agent name, so that a connection's
-	// loss or return touches its own agent's instances only
-	// (addInstanceLocked keeps both).
-	byAgent map[string]map[string]*instance
-	tasks   map[string]*task
+	// core is the instances and tasks (corestate.go): what the
+	// decision core (core.go) decides on and its driver (drive.go)
+	// changes, guarded by mu.
+	core coreState
 
 	// Sessions (sessions.go, baseline.go). The projections and HEADs
 	// and the mirrors have their own locks.
 	sessions *sessionSet
 	mirrors  *mirrorSet
-	// catching marks the instances whose catch-up runs; true asks it to
-	// run once more. It stays under mu: a catch-up is started only while
-	// the fleet runs, with f.wg added under the same lock that checked
-	// the lifecycle (so Close cannot be waiting yet), and the catch-up's
-	// "once more?" is read together with the lifecycle.
-	catching map[string]bool
 
 	notify *notifyQueue
 
 	// serverID names this server in its spawn ids (spawnintent.go).
 	serverID string
-	// spawnIntents are the spawns a previous life stored and never saw
-	// answered, by spawn id, until their agent's next reconcile (under
-	// mu).
-	spawnIntents map[string]serverstore.SpawnIntent
 	// hooks are points a test can hold the fleet at.
 	hooks fleetHooks
 
@@ -214,16 +200,12 @@ func New(opts ...Option) (*Fleet, error) {
 		keys:          ring,
 		sessions:      newSessionSet(st, cfg.Logger.With().Str("component", "fleet").Logger()),
 		mirrors:       newMirrorSet(cfg.StateDir, cfg.Logger),
-		catching:      map[string]bool{},
 		rand:          cfg.Rand,
 		agents:        map[string]*agentState{},
 		agentsChanged: make(chan struct{}),
-		instances:     map[string]*instance{},
-		byAgent:       map[string]map[string]*instance{},
-		tasks:         map[string]*task{},
+		core:          newCoreState(),
 		subs:          newSubscribers(cfg.Now),
 		notify:        newNotifyQueue(),
-		spawnIntents:  map[string]serverstore.SpawnIntent{},
 	}
 	mu = &f.mu
 	if cfg.RegistryRoot != "" {
@@ -286,8 +268,8 @@ func (f *Fleet) restore() error {
 		if rec.LastDone != nil {
 			close(t.done)
 		}
-		f.tasks[rec.TaskID] = t
-		if inst := f.instances[rec.InstanceID]; inst != nil && t.open() {
+		f.core.addTask(t)
+		if inst := f.core.instance(rec.InstanceID); inst != nil && t.open() {
 			inst.openTask = rec.TaskID
 			inst.maxRejects = rec.MaxRejects
 			if t.m.State() == TaskRunning {
@@ -300,12 +282,12 @@ func (f *Fleet) restore() error {
 	// No agent is connected yet: reachable states become unreachable
 	// (InstanceTable's rule that idle and running mean reachable).
 	f.mu.Lock()
-	for _, inst := range f.instances {
+	for _, inst := range f.core.allInstances() {
 		if inst.m.State() == StateAccepted {
 			f.finishVerdictLocked(inst)
 		}
 	}
-	for _, inst := range f.instances {
+	for _, inst := range f.core.allInstances() {
 		f.stepInstanceLocked(inst, coreInput{Kind: inConnLost})
 	}
 	f.mu.Unlock()
@@ -330,7 +312,7 @@ func (f *Fleet) restore() error {
 // back.
 func (f *Fleet) finishVerdictLocked(inst *instance) {
 	var latest *task
-	for _, t := range f.tasks {
+	for t := range f.core.allTasks() {
 		if t.rec.InstanceID == inst.id && t.rec.Disposition != "" && (latest == nil || t.rec.UpdatedAt.After(latest.rec.UpdatedAt)) {
 			latest = t
 		}
@@ -564,18 +546,7 @@ func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
 
 // addInstanceLocked registers inst under its id, in the fleet and in its
 // agent's index. f.mu must be held (or the fleet not yet shared).
-func (f *Fleet) addInstanceLocked(inst *instance) {
-	if old := f.instances[inst.id]; old != nil && old.agent != inst.agent {
-		delete(f.byAgent[old.agent], inst.id)
-	}
-	f.instances[inst.id] = inst
-	of := f.byAgent[inst.agent]
-	if of == nil {
-		of = map[string]*instance{}
-		f.byAgent[inst.agent] = of
-	}
-	of[inst.id] = inst
-}
+func (f *Fleet) addInstanceLocked(inst *instance) { f.core.addInstance(inst) }
 
 // fireLocked fires ev on inst, persists the new state and publishes the
 // change. A stale event is logged and dropped (false). f.mu must be held.

@@ -64,7 +64,7 @@ func (f *Fleet) handleFrame(a *agentState, c *transport.Conn, fr transport.Frame
 		f.publishLocked(Change{Kind: ChangeEscalated, Agent: a.name, InstanceID: fr.InstanceID, TaskID: fr.TaskID,
 			Message: "worker dialog unanswered: " + fr.Reason})
 	case *transport.ModelDriftFrame:
-		if inst := f.instances[fr.InstanceID]; inst != nil && inst.agent == a.name {
+		if inst := f.core.instance(fr.InstanceID); inst != nil && inst.agent == a.name {
 			m := serverstore.ModelRef{Provider: fr.Actual.Provider, ID: fr.Actual.ID, Thinking: fr.Actual.Thinking}
 			if !fr.Refused {
 				inst.rec.Model = &m
@@ -117,7 +117,7 @@ func isAnswer(fr transport.Frame) bool {
 // agent_settled moves the machine. A rebuilt update comes parsed, with
 // its line (fr.Event is nil): it is written out only when read.
 func (f *Fleet) onEventLocked(a *agentState, fr *transport.EventFrame, parsed *pirpc.Record, line *streamdelta.Line) []func() {
-	inst := f.instances[fr.InstanceID]
+	inst := f.core.instance(fr.InstanceID)
 	if inst == nil || inst.agent != a.name {
 		q := a.orphans[fr.InstanceID]
 		if len(q) < maxOrphans && len(a.orphans) < maxOrphans {
@@ -248,11 +248,11 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	// after it) lands after it. The memory follows that outcome under the
 	// lock again.
 	f.mu.Lock()
-	inst := f.instances[fr.InstanceID]
+	inst := f.core.instance(fr.InstanceID)
 	if inst != nil && inst.agent != a.name {
 		inst = nil // another agent's instance: the report is recorded, nothing moves
 	}
-	t := f.tasks[fr.TaskID]
+	t := f.core.task(fr.TaskID)
 	var taskWrites uint64
 	if t != nil {
 		taskWrites = t.writes
@@ -485,7 +485,7 @@ func (f *Fleet) Sessions(name string) []session.Record {
 // ui.autoAnswer (matched on the title), or keeps it for the application
 // (AnswerUI) and tells subscribers.
 func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transport.UIRequestFrame) {
-	inst := f.instances[fr.InstanceID]
+	inst := f.core.instance(fr.InstanceID)
 	if inst == nil {
 		return
 	}
@@ -517,7 +517,7 @@ func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transpor
 // stops offering it. It stays known until answered, so that a late answer
 // is told why it is too late.
 func (f *Fleet) onUIEndedLocked(a *agentState, fr *transport.UIEndedFrame) {
-	inst := f.instances[fr.InstanceID]
+	inst := f.core.instance(fr.InstanceID)
 	if inst == nil || inst.agent != a.name {
 		return
 	}

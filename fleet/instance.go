@@ -256,7 +256,7 @@ func (inst *instance) ref() string {
 // instanceLocked returns the instance id names: a spawned one, or one
 // being spawned by its spawn id.
 func (f *Fleet) instanceLocked(id string) *instance {
-	if inst := f.instances[id]; inst != nil {
+	if inst := f.core.instance(id); inst != nil {
 		return inst
 	}
 	for _, a := range f.agents {
@@ -995,7 +995,7 @@ func (i *Instance) SetModel(ctx context.Context, provider, modelID string) error
 		return err
 	}
 	i.f.mu.Lock()
-	inst := i.f.instances[i.id]
+	inst := i.f.core.instance(i.id)
 	if inst != nil {
 		inst.rec.Model = &serverstore.ModelRef{Provider: provider, ID: modelID}
 		i.f.persistInstanceLocked(inst)
@@ -1025,7 +1025,7 @@ func (i *Instance) PinModel(ctx context.Context, pin bool) (*transport.ModelRef,
 		return nil, fmt.Errorf("fleet: model_pin answered with %s", ans.FrameType())
 	}
 	i.f.mu.Lock()
-	inst := i.f.instances[i.id]
+	inst := i.f.core.instance(i.id)
 	if inst != nil {
 		inst.rec.ModelPinned = mp.Pin
 		if mp.Model != nil {
@@ -1058,7 +1058,7 @@ type Output struct {
 func (i *Instance) Output(ctx context.Context) (Output, error) {
 	f := i.f
 	f.mu.Lock()
-	inst := f.instances[i.id]
+	inst := f.core.instance(i.id)
 	if inst == nil {
 		f.mu.Unlock()
 		return Output{}, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
@@ -1111,7 +1111,7 @@ func (f *Fleet) request(ctx context.Context, id string, op trust.Operation, need
 func (f *Fleet) AnswerUI(ctx context.Context, instanceID, requestID string, value any) error {
 	return f.whileQueueFull(ctx, "answer dialog "+requestID, func() error {
 		if instanceID == "" {
-			for id, inst := range f.instances {
+			for id, inst := range f.core.allInstances() {
 				if inst.ui[requestID] != nil {
 					instanceID = id
 					break

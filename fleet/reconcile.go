@@ -96,7 +96,7 @@ func (f *Fleet) reconcile(a *agentState, c *transport.Conn, known []*instance) {
 				// came before its prompt was sent.
 				f.mu.Lock()
 				var promptSeq uint64
-				if t := f.tasks[inst.openTask]; t != nil {
+				if t := f.core.task(inst.openTask); t != nil {
 					promptSeq = t.rec.PromptEventSeq
 				}
 				incomplete = r.Missed > 0 && since+uint64(r.Missed) > promptSeq
@@ -159,7 +159,7 @@ func (f *Fleet) driveLocked(inst *instance) *drive {
 
 // onWorkerExitedLocked handles an agent's exit notice.
 func (f *Fleet) onWorkerExitedLocked(a *agentState, fr *transport.WorkerExitedFrame) {
-	if inst := f.instances[fr.InstanceID]; inst != nil && inst.agent == a.name {
+	if inst := f.core.instance(fr.InstanceID); inst != nil && inst.agent == a.name {
 		f.stepInstanceLocked(inst, coreInput{Kind: inWorkerExited, Reason: exitReason(fr), SessionPath: fr.SessionPath})
 	}
 }

@@ -61,7 +61,7 @@ type SessionOrigin struct {
 func (i *Instance) Origin() *SessionOrigin {
 	i.f.mu.Lock()
 	defer i.f.mu.Unlock()
-	inst := i.f.instances[i.id]
+	inst := i.f.core.instance(i.id)
 	if inst == nil || inst.rec.FromSession == "" {
 		return nil
 	}
@@ -80,7 +80,7 @@ func (i *Instance) Origin() *SessionOrigin {
 func (i *Instance) SessionPath() string {
 	i.f.mu.Lock()
 	defer i.f.mu.Unlock()
-	if inst := i.f.instances[i.id]; inst != nil {
+	if inst := i.f.core.instance(i.id); inst != nil {
 		return inst.rec.SessionPath
 	}
 	return ""
@@ -92,7 +92,7 @@ func (i *Instance) SessionPath() string {
 // session file does not exist yet has none.
 func (i *Instance) Transcript(ctx context.Context, limit int) (entries []json.RawMessage, more bool, err error) {
 	i.f.mu.Lock()
-	inst := i.f.instances[i.id]
+	inst := i.f.core.instance(i.id)
 	var agent, path string
 	var policyErr error
 	if inst != nil {
@@ -262,7 +262,7 @@ func (f *Fleet) isCloneLocked(rec session.Record) bool {
 	if len(rec.TaskIDs) > 0 {
 		return true
 	}
-	if inst := f.instances[rec.AttachedInstanceID]; inst != nil {
+	if inst := f.core.instance(rec.AttachedInstanceID); inst != nil {
 		return inst.rec.FromSession != "" && inst.rec.FromSession != rec.Path
 	}
 	return false
@@ -290,7 +290,7 @@ func (f *Fleet) resolveOrigin(ctx context.Context, machine, cwd, bundleName *str
 			f.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s (%s) is a pinned session; resume it as a clone", ErrSessionPinned, src.Path, src.Name)
 		}
-		if inst := f.instances[src.AttachedInstanceID]; inst != nil && !InstanceTable.IsFinal(inst.m.State()) {
+		if inst := f.core.instance(src.AttachedInstanceID); inst != nil && !InstanceTable.IsFinal(inst.m.State()) {
 			f.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s is attached to instance %s", ErrSessionBusy, src.Path, inst.id)
 		}
@@ -358,7 +358,7 @@ func (f *Fleet) detachSessionLocked(inst *instance) {
 // prompt names it.
 func (f *Fleet) nameClone(ctx context.Context, i *Instance) error {
 	f.mu.Lock()
-	inst := f.instances[i.id]
+	inst := f.core.instance(i.id)
 	if inst == nil || inst.rec.FromSession == "" || inst.rec.SessionMode == string(transport.SessionAttach) {
 		f.mu.Unlock()
 		return nil
@@ -407,7 +407,7 @@ func (f *Fleet) taskIDFor(inst *instance) string {
 // session.
 func (f *Fleet) nameForTask(ctx context.Context, instanceID, taskID, prompt string) {
 	f.mu.Lock()
-	inst := f.instances[instanceID]
+	inst := f.core.instance(instanceID)
 	if inst == nil {
 		f.mu.Unlock()
 		return
@@ -503,11 +503,11 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 		return
 	}
 	for _, id := range ids {
-		if _, pending := f.catching[id]; pending {
-			f.catching[id] = true
+		if _, pending := f.core.catchUp(id); pending {
+			f.core.setCatchUp(id, true)
 			continue
 		}
-		f.catching[id] = false
+		f.core.setCatchUp(id, false)
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
@@ -518,14 +518,15 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 					break
 				}
 				f.mu.Lock()
-				f.catching[id] = false // a settle from now on asks for another run
+				f.core.setCatchUp(id, false) // a settle from now on asks for another run
 				f.mu.Unlock()
 				err := f.CatchUp(f.ctx, id)
 				if err != nil {
 					f.log.Debug().Err(err).Str("agent", agent).Str("instance", id).Msg("session catch-up")
 				}
 				f.mu.Lock()
-				again := f.catching[id] && f.state == lifeStarted
+				again, _ := f.core.catchUp(id)
+				again = again && f.state == lifeStarted
 				f.mu.Unlock()
 				wait = 0
 				if !again {
@@ -536,7 +537,7 @@ func (f *Fleet) scheduleCatchUpLocked(agent string, delay time.Duration, ids ...
 				}
 			}
 			f.mu.Lock()
-			delete(f.catching, id)
+			f.core.endCatchUp(id)
 			f.mu.Unlock()
 		}()
 	}
@@ -590,7 +591,7 @@ func (f *Fleet) pause(d time.Duration) bool {
 // mirrored to their end.
 func (f *Fleet) catchUpAgentLocked(agent string) func() {
 	var ids []string
-	for _, inst := range f.byAgent[agent] {
+	for inst := range f.core.agentInstances(agent) {
 		if inst.id != "" && inst.rec.SessionPath != "" && !inst.rec.MirrorDone {
 			ids = append(ids, inst.id)
 		}
@@ -609,7 +610,7 @@ func (f *Fleet) catchUpAgentLocked(agent string) func() {
 // restarted: nothing more can come); it is not fetched again.
 func (f *Fleet) CatchUp(ctx context.Context, instanceID string) error {
 	f.mu.Lock()
-	inst := f.instances[instanceID]
+	inst := f.core.instance(instanceID)
 	if inst == nil {
 		f.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrUnknownInstance, instanceID)

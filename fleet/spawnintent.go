@@ -59,7 +59,7 @@ func (f *Fleet) restoreSpawnIntents(recs []serverstore.Instance) error {
 			done = append(done, in.SpawnID)
 			continue
 		}
-		f.spawnIntents[in.SpawnID] = in
+		f.core.addSpawnIntent(in)
 	}
 	return f.store.DeleteSpawnIntents(done...)
 }
@@ -114,10 +114,10 @@ func (f *Fleet) reconcileSpawnsLocked(a *agentState, c *transport.Conn, list []t
 		if s := a.spawning[info.SpawnID]; s != nil && s.spawnConn == c {
 			continue // its answer is still to come on this connection
 		}
-		if info.State != transport.InstanceRunning || f.instances[info.InstanceID] != nil {
+		if info.State != transport.InstanceRunning || f.core.instance(info.InstanceID) != nil {
 			continue // ended, or known
 		}
-		in, recorded := f.spawnIntents[info.SpawnID]
+		in, recorded := f.core.spawnIntent(info.SpawnID)
 		switch {
 		case recorded && in.Machine == a.name && !unnamedClone(in):
 			out.adopted = append(out.adopted, f.adoptLocked(a, in, info))
@@ -128,9 +128,9 @@ func (f *Fleet) reconcileSpawnsLocked(a *agentState, c *transport.Conn, list []t
 	// Every intent of the agent is settled by its listing: adopted or
 	// stopped above, or not listed (the agent never started the worker,
 	// or gave it up with the connection that asked for it).
-	for id, in := range f.spawnIntents {
+	for id, in := range f.core.allSpawnIntents() {
 		if in.Machine == a.name {
-			delete(f.spawnIntents, id)
+			f.core.dropSpawnIntent(id)
 			out.done = append(out.done, id)
 		}
 	}

@@ -119,7 +119,10 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		st.Agents = append(st.Agents, as)
 	}
 	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
-	all := slices.Collect(maps.Values(f.instances))
+	var all []*instance
+	for _, inst := range f.core.allInstances() {
+		all = append(all, inst)
+	}
 	for _, a := range f.agents {
 		all = slices.AppendSeq(all, maps.Values(a.spawning)) // by their spawn ids
 	}
@@ -133,7 +136,7 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		st.Instances = append(st.Instances, is)
 	}
 	sortBy(st.Instances, func(i InstanceStatus) string { return i.InstanceID })
-	for _, t := range f.tasks {
+	for t := range f.core.allTasks() {
 		st.Tasks = append(st.Tasks, infoOf(t.rec))
 	}
 	sortBy(st.Tasks, func(t TaskInfo) string { return t.TaskID })

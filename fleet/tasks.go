@@ -155,7 +155,7 @@ func (t *Task) ID() string { return t.id }
 func (f *Fleet) Task(id string) (*Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.tasks[id] == nil {
+	if f.core.task(id) == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
 	}
 	return &Task{f: f, id: id}, nil
@@ -165,7 +165,7 @@ func (f *Fleet) Task(id string) (*Task, error) {
 func (t *Task) Info() TaskInfo {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	if tk := t.f.tasks[t.id]; tk != nil {
+	if tk := t.f.core.task(t.id); tk != nil {
 		return infoOf(tk.rec)
 	}
 	return TaskInfo{TaskID: t.id}
@@ -175,7 +175,7 @@ func (t *Task) Info() TaskInfo {
 func (t *Task) Done() <-chan struct{} {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	return t.f.tasks[t.id].done
+	return t.f.core.task(t.id).done
 }
 
 // Wait waits until the task's first task_done was recorded and returns
@@ -187,12 +187,12 @@ func (t *Task) Done() <-chan struct{} {
 func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 	f := t.f
 	f.mu.Lock()
-	tk := f.tasks[t.id]
+	tk := f.core.task(t.id)
 	if tk == nil {
 		f.mu.Unlock()
 		return TaskInfo{TaskID: t.id}, fmt.Errorf("%w: %q", ErrUnknownTask, t.id)
 	}
-	inst := f.instances[tk.rec.InstanceID]
+	inst := f.core.instance(tk.rec.InstanceID)
 	ended := make(chan struct{})
 	if inst != nil {
 		ended = inst.ended
@@ -249,7 +249,7 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) (*Task, error) {
 	f := i.f
 	f.mu.Lock()
-	inst := f.instances[i.id]
+	inst := f.core.instance(i.id)
 	if inst == nil {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
@@ -337,9 +337,7 @@ func (f *Fleet) unsubmitLocked(d *drive, id string) {
 		d.inst.openTask = ""
 		d.inst.gen++
 	}
-	if t := f.tasks[id]; t == d.newTask {
-		delete(f.tasks, id)
-	}
+	f.core.removeTask(d.newTask)
 }
 
 // removeUnsent deletes the record of a task whose prompt was not sent,
@@ -357,7 +355,7 @@ func (f *Fleet) removeUnsent(d *drive, id string) {
 // verdictLocked returns the task's instance and its agent connection for
 // a review step.
 func (f *Fleet) verdictLocked(taskID, op string) (*drive, error) {
-	t := f.tasks[taskID]
+	t := f.core.task(taskID)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, taskID)
 	}
@@ -499,8 +497,8 @@ func (t *Task) Decide(ctx context.Context, v Verdict) error {
 func (f *Fleet) Tasks() []TaskInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]TaskInfo, 0, len(f.tasks))
-	for _, t := range f.tasks {
+	out := make([]TaskInfo, 0, f.core.taskCount())
+	for t := range f.core.allTasks() {
 		out = append(out, infoOf(t.rec))
 	}
 	sortBy(out, func(t TaskInfo) string { return t.TaskID })

@@ -58,7 +58,7 @@ type Worktree struct {
 func (i *Instance) Worktree() (Worktree, bool) {
 	i.f.mu.Lock()
 	defer i.f.mu.Unlock()
-	inst := i.f.instances[i.id]
+	inst := i.f.core.instance(i.id)
 	if inst == nil || inst.rec.Worktree == nil {
 		return Worktree{}, false
 	}
@@ -83,7 +83,7 @@ func diffStatOf(d *serverstore.DiffStat) *DiffStat {
 // the branch started from, new files included (stat: git diff --stat).
 func (t *Task) Diff(ctx context.Context, stat bool) (FileResult, error) {
 	t.f.mu.Lock()
-	tk := t.f.tasks[t.id]
+	tk := t.f.core.task(t.id)
 	var id string
 	if tk != nil {
 		id = tk.rec.InstanceID
@@ -156,7 +156,7 @@ func (t *Task) Deliver(ctx context.Context, opts DeliverOptions) (Delivery, erro
 		return Delivery{}, fmt.Errorf("fleet: deliver mode %q: want branch, patch or merge", opts.Mode)
 	}
 	f.mu.Lock()
-	tk := f.tasks[t.id]
+	tk := f.core.task(t.id)
 	if tk == nil {
 		f.mu.Unlock()
 		return Delivery{}, fmt.Errorf("%w: %q", ErrUnknownTask, t.id)
@@ -189,7 +189,7 @@ func (t *Task) Deliver(ctx context.Context, opts DeliverOptions) (Delivery, erro
 	out := Delivery{Mode: d.Mode, Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
 	var written *serverstore.Pending
 	f.mu.Lock()
-	if tk := f.tasks[t.id]; tk != nil {
+	if tk := f.core.task(t.id); tk != nil {
 		tk.rec.Delivery = &serverstore.WorkDelivery{Mode: string(d.Mode), Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
 		written = f.persistTaskLocked(tk)
 		f.publishLocked(Change{Kind: ChangeTaskState, Agent: inst.agent, InstanceID: inst.id, TaskID: t.id,
