@@ -4,6 +4,7 @@ package agent
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,61 +20,25 @@ import (
 // rejection again: the restarted agent still knows it carried it out, so
 // the worker revises once.
 func TestRejectionCarriedOutBeforeAnAgentKill9IsNotCarriedOutAgain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts agent processes")
-	}
-	w := newWorld(t)
-	p := w.start(t)
-	defer func() { p.kill9(t); w.stopAll(t) }()
-	c := dialAddr(t, p.addr, "")
-	c.hello()
-	inst := c.mustSpawn("s", w.cwd, "default", nil)
-	c.rpc(inst.InstanceID, "t-rej", prompt("p", "say: draft"))
-	td := nextOf[*transport.TaskDoneFrame](c, nil)
-	c.ack(td)
-
-	gate := mkfifo(t, w.cwd, "gate")
+	r := startDraft(t)
+	c := r.c
+	gate := mkfifo(t, r.w.cwd, "gate")
 	reject := &transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "bash: cat gate", RejectionID: "t-rej#1"}
 	c.send(reject)
-	c.nextEvent(inst.InstanceID, typeIs("tool_execution_start")) // the worker runs the revision
-	p.kill9(t)
-	<-c.closed
+	c.nextEvent(r.inst.InstanceID, typeIs("tool_execution_start")) // the worker runs the revision
 
-	p = w.start(t)
-	d := dialAddr(t, p.addr, "")
-	d.hello()
+	d := r.restart(t)
 	release(t, gate)
-	revised := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
-	if revised.TaskID != "t-rej" || revised.Status != transport.TaskSettled {
-		t.Fatalf("the revision's task_done %+v", revised)
-	}
-	d.ack(revised)
-	// A gate that no longer blocks: a second revision would run through.
-	if err := os.Remove(gate); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(gate, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	revised := r.awaitRevision(t, d)
+	openGate(t, gate)
 
 	// The restarted server sends its recorded rejection again, then the
 	// next one.
 	d.send(reject)
-	d.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "say: third", RejectionID: "t-rej#2"})
-	third := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool {
-		return f.Seq != td.Seq && f.Seq != revised.Seq
-	})
-	if third.LastAssistantMessage != "third" {
-		t.Fatalf("after the resent rejection the worker revised again: %+v", third)
-	}
-	d.ack(third)
+	r.rejectAgain(t, d, revised)
 	d.roundTrip("l")
 
-	data, err := os.ReadFile(inst.SessionPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(data), `Revision requested:\nbash: cat gate`); n != 1 {
+	if n := r.revisionPrompts(t, "bash: cat gate"); n != 1 {
 		t.Errorf("the worker revised %d times on the first rejection, want once", n)
 	}
 }
@@ -88,53 +53,21 @@ func TestRejectionCarriedOutBeforeAnAgentKill9IsNotCarriedOutAgain(t *testing.T)
 // completes the step: the revision prompt reaches the worker once, and the
 // task_done after it carries the revised answer.
 func TestAgentKilledBeforeTheRevisionPromptReachedTheWorkerSendsItOnRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts agent processes")
-	}
-	w := newWorld(t)
-	p := w.startWith(t, EnvSpawnHold+"="+holdRevisionRecorded)
-	defer func() { p.kill9(t); w.stopAll(t) }()
-	c := dialAddr(t, p.addr, "")
-	c.hello()
-	inst := c.mustSpawn("s", w.cwd, "default", nil)
-	c.rpc(inst.InstanceID, "t-rej", prompt("p", "say: draft"))
-	td := nextOf[*transport.TaskDoneFrame](c, nil)
-	c.ack(td)
-
+	r := startDraft(t, EnvSpawnHold+"="+holdRevisionRecorded)
 	reject := &transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "say: revised", RejectionID: "t-rej#1"}
-	c.send(reject)
-	select {
-	case <-p.held: // the rejection is stored; the prompt is not sent
-	case <-p.done:
-		t.Fatal("the agent exited before the rejection was stored")
-	}
-	p.kill9(t)
-	<-c.closed
+	r.c.send(reject)
+	r.awaitHeld(t, "the rejection was stored") // the prompt is not sent
 
-	p = w.start(t)
-	d := dialAddr(t, p.addr, "")
-	d.hello()
+	d := r.restart(t)
 	d.send(reject) // the restarted server sends its recorded rejection again
-	revised := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
-	if revised.TaskID != "t-rej" || revised.Status != transport.TaskSettled || revised.LastAssistantMessage != "revised" {
+	revised := r.awaitRevision(t, d)
+	if revised.LastAssistantMessage != "revised" {
 		t.Fatalf("the revision's task_done %+v, want the revised answer", revised)
 	}
-	d.ack(revised)
 	// The next rejection runs after any second revision would have.
-	d.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "say: third", RejectionID: "t-rej#2"})
-	third := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool {
-		return f.Seq != td.Seq && f.Seq != revised.Seq
-	})
-	if third.LastAssistantMessage != "third" {
-		t.Fatalf("after the revision: %+v", third)
-	}
-	d.ack(third)
+	r.rejectAgain(t, d, revised)
 
-	data, err := os.ReadFile(inst.SessionPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(data), `Revision requested:\nsay: revised`); n != 1 {
+	if n := r.revisionPrompts(t, "say: revised"); n != 1 {
 		t.Errorf("the revision prompt reached the worker %d times, want once", n)
 	}
 }
@@ -144,59 +77,128 @@ func TestAgentKilledBeforeTheRevisionPromptReachedTheWorkerSendsItOnRestart(t *t
 // The restarted agent finds the prompt in the worker's session and does
 // not send it again; the run settles once, at its end, with the revision.
 func TestAgentKilledAfterTheRevisionPromptReachedTheWorkerDoesNotSendItAgain(t *testing.T) {
+	r := startDraft(t, EnvSpawnHold+"="+holdRevisionSent)
+	gate := mkfifo(t, r.w.cwd, "gate")
+	r.c.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "bash: cat gate", RejectionID: "t-rej#1"})
+	r.c.nextEvent(r.inst.InstanceID, typeIs("tool_execution_start")) // the worker runs the revision
+	r.awaitHeld(t, "the revision prompt was sent")                   // the shim took it; the agent has not noted it
+
+	d := r.restart(t)
+	release(t, gate)
+	revised := r.awaitRevision(t, d)
+	openGate(t, gate) // a second revision would run through
+	r.rejectAgain(t, d, revised)
+
+	if n := r.revisionPrompts(t, "bash: cat gate"); n != 1 {
+		t.Errorf("the revision prompt reached the worker %d times, want once", n)
+	}
+}
+
+// draftRun is an agent process whose worker has answered task t-rej once
+// (the draft a rejection revises), and the agent started after it is
+// killed (kill -9).
+type draftRun struct {
+	w     *world
+	p     *agentProc // the agent running now
+	c     *client    // the connection to p
+	inst  transport.InstanceInfo
+	draft *transport.TaskDoneFrame // acknowledged
+}
+
+// startDraft starts an agent (with env), spawns a worker and runs task
+// t-rej to its acknowledged task_done. Every worker is stopped, through
+// the agent then running, when the test ends.
+func startDraft(t *testing.T, env ...string) *draftRun {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts agent processes")
 	}
 	w := newWorld(t)
-	p := w.startWith(t, EnvSpawnHold+"="+holdRevisionSent)
-	defer func() { p.kill9(t); w.stopAll(t) }()
-	c := dialAddr(t, p.addr, "")
-	c.hello()
-	inst := c.mustSpawn("s", w.cwd, "default", nil)
-	c.rpc(inst.InstanceID, "t-rej", prompt("p", "say: draft"))
-	td := nextOf[*transport.TaskDoneFrame](c, nil)
-	c.ack(td)
+	r := &draftRun{w: w, p: w.startWith(t, env...)}
+	t.Cleanup(func() { r.p.kill9(t); w.stopAll(t) })
+	r.c = dialAddr(t, r.p.addr, "")
+	r.c.hello()
+	r.inst = r.c.mustSpawn("s", w.cwd, "default", nil)
+	r.c.rpc(r.inst.InstanceID, "t-rej", prompt("p", "say: draft"))
+	r.draft = nextOf[*transport.TaskDoneFrame](r.c, nil)
+	r.c.ack(r.draft)
+	return r
+}
 
-	gate := mkfifo(t, w.cwd, "gate")
-	c.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "bash: cat gate", RejectionID: "t-rej#1"})
-	c.nextEvent(inst.InstanceID, typeIs("tool_execution_start")) // the worker runs the revision
+// awaitHeld waits until the agent, started with EnvSpawnHold, holds at
+// its fault point (what names the step before it).
+func (r *draftRun) awaitHeld(t *testing.T, what string) {
+	t.Helper()
 	select {
-	case <-p.held: // the shim took the prompt; the agent has not noted it
-	case <-p.done:
-		t.Fatal("the agent exited before the revision prompt was sent")
+	case <-r.p.held:
+	case <-r.p.done:
+		t.Fatalf("the agent exited before %s", what)
 	}
-	p.kill9(t)
-	<-c.closed
+}
 
-	p = w.start(t)
-	d := dialAddr(t, p.addr, "")
-	d.hello()
-	release(t, gate)
-	revised := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
+// restart kills the agent (kill -9), starts it again and returns a new
+// connection to it (a restarted server's), its hello done.
+func (r *draftRun) restart(t *testing.T) *client {
+	t.Helper()
+	r.p.kill9(t)
+	<-r.c.closed
+	r.p = r.w.start(t)
+	r.c = dialAddr(t, r.p.addr, "")
+	r.c.hello()
+	return r.c
+}
+
+// awaitTaskDone returns the next task_done on c that is none of before.
+func awaitTaskDone(c *client, before ...*transport.TaskDoneFrame) *transport.TaskDoneFrame {
+	return nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool {
+		return !slices.ContainsFunc(before, func(b *transport.TaskDoneFrame) bool { return b.Seq == f.Seq })
+	})
+}
+
+// awaitRevision waits on d for the settled task_done of t-rej after the
+// draft, and acknowledges it.
+func (r *draftRun) awaitRevision(t *testing.T, d *client) *transport.TaskDoneFrame {
+	t.Helper()
+	revised := awaitTaskDone(d, r.draft)
 	if revised.TaskID != "t-rej" || revised.Status != transport.TaskSettled {
 		t.Fatalf("the revision's task_done %+v", revised)
 	}
 	d.ack(revised)
-	if err := os.Remove(gate); err != nil { // a second revision would run through
+	return revised
+}
+
+// rejectAgain sends t-rej's next rejection (t-rej#2, answered "third")
+// and checks that the task_done after the revision answers it: a second
+// run of the first rejection would have answered in between.
+func (r *draftRun) rejectAgain(t *testing.T, d *client, revised *transport.TaskDoneFrame) {
+	t.Helper()
+	d.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "say: third", RejectionID: "t-rej#2"})
+	third := awaitTaskDone(d, r.draft, revised)
+	if third.LastAssistantMessage != "third" {
+		t.Fatalf("after the revision the worker answered %+v, want the next rejection's answer (a second revision ran in between?)", third)
+	}
+	d.ack(third)
+}
+
+// revisionPrompts counts the revision prompts with that feedback in the
+// worker's session file.
+func (r *draftRun) revisionPrompts(t *testing.T, feedback string) int {
+	t.Helper()
+	data, err := os.ReadFile(r.inst.SessionPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), `Revision requested:\n`+feedback)
+}
+
+// openGate replaces the fifo gate with an empty file, which no longer
+// blocks a tool that reads it.
+func openGate(t *testing.T, gate string) {
+	t.Helper()
+	if err := os.Remove(gate); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
-	}
-	d.send(&transport.TaskRejectFrame{TaskID: "t-rej", Feedback: "say: third", RejectionID: "t-rej#2"})
-	third := nextOf[*transport.TaskDoneFrame](d, func(f *transport.TaskDoneFrame) bool {
-		return f.Seq != td.Seq && f.Seq != revised.Seq
-	})
-	if third.LastAssistantMessage != "third" {
-		t.Fatalf("after the revision: %+v", third)
-	}
-	d.ack(third)
-
-	data, err := os.ReadFile(inst.SessionPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(data), `Revision requested:\nbash: cat gate`); n != 1 {
-		t.Errorf("the revision prompt reached the worker %d times, want once", n)
 	}
 }
