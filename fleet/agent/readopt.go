@@ -87,10 +87,18 @@ func overlayEnv(base, overlay []string) []string {
 }
 
 func (a *Agent) forget(id string) {
+	a.forgetRecord(id)
+	_ = a.handles.remove(id)
+}
+
+// forgetRecord forgets the instance id but keeps its worker's handle: the
+// worker may still be running (it could not be stopped), and the handle
+// is the only way to it. Its next start finds the handle named by no
+// record and tries again (discardStrayHandles).
+func (a *Agent) forgetRecord(id string) {
 	for _, k := range []string{specKeyPrefix + id, workerKeyPrefix + id} {
 		_ = a.store.DeleteKV(k)
 	}
-	_ = a.handles.remove(id)
 	_ = a.store.DeleteInstance(id)
 }
 
@@ -120,8 +128,8 @@ func (a *Agent) readopt(ctx context.Context) error {
 		if in := a.adopt(ctx, rec); in != nil {
 			continue
 		}
-		a.discard(ctx, rec.InstanceID, "it cannot be re-adopted")
-		a.reportLost(rec)
+		gone := a.discard(ctx, rec.InstanceID, "it cannot be re-adopted")
+		a.reportLost(rec, gone)
 	}
 	a.discardStrayHandles(ctx, known)
 	return nil
@@ -130,19 +138,27 @@ func (a *Agent) readopt(ctx context.Context) error {
 // rollBackSpawn undoes a spawn the previous agent did not finish: nobody
 // was told of its instance, so its worker (if it got as far as starting)
 // is stopped and the instance forgotten. The spawn's requester saw its
-// connection drop and spawns again if it still wants a worker.
+// connection drop and spawns again if it still wants a worker. A worker
+// that cannot be stopped keeps its handle (forgetRecord).
 func (a *Agent) rollBackSpawn(ctx context.Context, rec agentstore.Instance) {
 	a.log.Warn().Str("instanceId", rec.InstanceID).Msg("a spawn was cut short by the agent's end; rolling it back")
-	a.discard(ctx, rec.InstanceID, "its spawn did not complete")
-	a.forget(rec.InstanceID)
+	if a.discard(ctx, rec.InstanceID, "its spawn did not complete") {
+		a.forget(rec.InstanceID)
+		return
+	}
+	a.forgetRecord(rec.InstanceID)
 }
 
 // discard stops the worker whose handle is stored under id, if its shim
-// is still there (see worker.Discard); why says why, for the log.
-func (a *Agent) discard(ctx context.Context, id, why string) {
+// is still there (see worker.Discard); why says why, for the log. It
+// reports whether the worker is known to be gone: stopped now, no shim
+// serving its handle, or no handle to reach it by. Any other failure
+// leaves a worker that may still run: it is logged, and the caller keeps
+// the handle.
+func (a *Agent) discard(ctx context.Context, id, why string) (gone bool) {
 	p, ok := a.persistedWorker(id)
 	if !ok {
-		return
+		return true
 	}
 	log := a.log.With().Str("instanceId", id).Logger()
 	err := worker.Discard(ctx, p, a.cfg.StopGrace, log)
@@ -151,8 +167,10 @@ func (a *Agent) discard(ctx context.Context, id, why string) {
 		log.Warn().Str("why", why).Msg("worker stopped: nobody would ever control it")
 	case errors.Is(err, worker.ErrGone):
 	default:
-		log.Error().Err(err).Str("why", why).Msg("cannot stop a worker nobody controls")
+		log.Error().Err(err).Str("why", why).Msg("cannot stop a worker nobody controls; its handle is kept for the next start to try again")
+		return false
 	}
+	return true
 }
 
 // discardStrayHandles stops the workers of handle files that no instance
@@ -163,8 +181,9 @@ func (a *Agent) discardStrayHandles(ctx context.Context, known map[string]bool) 
 		if known[id] {
 			continue
 		}
-		a.discard(ctx, id, "no instance record names it")
-		_ = a.handles.remove(id)
+		if a.discard(ctx, id, "no instance record names it") {
+			_ = a.handles.remove(id)
+		}
 	}
 }
 
@@ -236,8 +255,9 @@ func (a *Agent) adopt(ctx context.Context, rec agentstore.Instance) *instance {
 }
 
 // reportLost lists a worker that could not be adopted as lost and ends its
-// open task.
-func (a *Agent) reportLost(rec agentstore.Instance) {
+// open task. A worker not known to be gone keeps its handle
+// (forgetRecord).
+func (a *Agent) reportLost(rec agentstore.Instance, gone bool) {
 	path := rec.SessionPath
 	if p, ok := a.persistedWorker(rec.InstanceID); ok && path == "" {
 		path = p.SessionPath
@@ -257,6 +277,10 @@ func (a *Agent) reportLost(rec agentstore.Instance) {
 			// stored, the next one reports the task again.
 			return
 		}
+	}
+	if !gone {
+		a.forgetRecord(rec.InstanceID)
+		return
 	}
 	a.forget(rec.InstanceID)
 }
