@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -497,14 +498,27 @@ func TestShowcase(t *testing.T) {
 	if _, err := browsertest.Until[bool](ctx, step, `[...document.querySelectorAll('.toast')].some(t => t.textContent === 'steering message queued')`); err != nil {
 		t.Fatal(err)
 	}
-	// Steering buttons follow the machine's trust policy: mac-mini is allow.
+	// The buttons follow the machine's trust policy: mac-mini is allow,
+	// which lets the page stop its workers but not abort, prompt or steer
+	// them (the server's rule).
 	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/workers'`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-instance="i-d5510b4e"]`))); err != nil {
 		t.Fatal(err)
 	}
-	dis, err := browsertest.Eval[bool](ctx, step, `document.querySelector('[data-instance="i-d5510b4e"] button.danger').disabled`)
-	if err != nil || !dis {
-		t.Errorf("stop on an allow machine's worker enabled (%v)", err)
+	disabled, err := browsertest.Eval[[]bool](ctx, step, `[...document.querySelectorAll('[data-instance="i-d5510b4e"] .card-actions button')].slice(1).map((b) => b.disabled)`)
+	if err != nil || !slices.Equal(disabled, []bool{true, false}) {
+		t.Errorf("an allow machine's card: abort, stop disabled = %v (%v), want abort disabled, stop enabled", disabled, err)
+	}
+	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/worker/i-d5510b4e'`),
+		chromedp.WaitVisible(chromedp.CSS("#w-text"))); err != nil {
+		t.Fatal(err)
+	}
+	disabled, err = browsertest.Eval[[]bool](ctx, step, `["w-send", "w-steer", "w-abort", "w-stop"].map((id) => document.getElementById(id).disabled)`)
+	if err != nil || !slices.Equal(disabled, []bool{true, true, true, false}) {
+		t.Errorf("an allow machine's worker page: send, steer, abort, stop disabled = %v (%v), want only stop enabled", disabled, err)
+	}
+	if hint, err := browsertest.Eval[string](ctx, step, `document.getElementById('w-policy-hint').textContent`); err != nil || !strings.Contains(hint, "stop") || strings.Contains(hint, "or stop") {
+		t.Errorf("policy hint %q (%v), want it to say the page may stop but not prompt or steer", hint, err)
 	}
 
 	if err := browsertest.Within(ctx, step, chromedp.Evaluate[chromedp.Void](`location.hash = '#/agents'`),

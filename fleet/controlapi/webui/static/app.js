@@ -154,6 +154,9 @@ function policyOf(agentName) {
   return (a && a.policy) || "allow";
 }
 const canSteer = (agentName) => policyOf(agentName) === "steer";
+// canStop: stopping a worker is the kind of access starting one is, which
+// allow grants as well as steer (the server's rule).
+const canStop = (agentName) => ["allow", "steer"].includes(policyOf(agentName));
 
 // timelines: the states each worker went through while the page watched
 // (the seed's names, as the stream reports them).
@@ -432,7 +435,7 @@ function card(inst) {
       h("button", { onclick: () => { location.hash = "#/worker/" + seg(inst.id); } }, "Open"),
       h("button", { disabled: !steer || inst.state !== "running", title: steer ? "" : "the machine's trust policy does not allow steering",
         onclick: (e) => act(e.target, () => api("POST", "/instances/" + seg(inst.id) + "/abort"), "abort sent") }, "Abort"),
-      h("button", { class: "danger", disabled: !steer, title: steer ? "" : "the machine's trust policy does not allow steering",
+      h("button", { class: "danger", disabled: !canStop(inst.agent), title: canStop(inst.agent) ? "" : "the machine's trust policy does not allow stopping",
         onclick: (e) => confirm("Stop worker " + inst.id + "?") && act(e.target, () => api("POST", "/instances/" + seg(inst.id) + "/stop"), inst.id + " stopped") }, "Stop")));
 }
 
@@ -505,12 +508,13 @@ function renderWorker(id) {
     timelines.has(inst.id) ? [h("dt", {}, "history"), h("dd", { id: "w-history" }, historyLine(timelines.get(inst.id)) || inst.state)] : null));
   const steer = canSteer(inst.agent);
   const ended = finalStates.has(inst.state);
-  for (const b of ["w-send", "w-steer", "w-abort", "w-stop"]) $(b).disabled = !steer || ended;
+  for (const b of ["w-send", "w-steer", "w-abort"]) $(b).disabled = !steer || ended;
+  $("w-stop").disabled = !canStop(inst.agent) || ended;
   $("w-abort").disabled ||= inst.state !== "running";
   $("w-steer").disabled ||= inst.state !== "running";
   const hint = $("w-policy-hint");
   hint.hidden = steer;
-  hint.textContent = "The trust policy of " + inst.agent + " is " + policyOf(inst.agent) + ": this page may watch its workers but not prompt, steer or stop them.";
+  hint.textContent = "The trust policy of " + inst.agent + " is " + policyOf(inst.agent) + (canStop(inst.agent) ? ": this page may watch and stop its workers but not prompt or steer them." : ": this page may watch its workers but not prompt, steer or stop them.");
   // Rebuilt only when the dialogs change, so an answer being typed stays.
   const dialogs = JSON.stringify([inst.pendingUi || [], steer]);
   if ($("w-dialogs").dataset.sig !== dialogs) {
