@@ -70,6 +70,10 @@ type testAgentPeer struct {
 	// session_entries answers with none.
 	sessionDir string
 
+	// refuse makes the peer close every connection it accepts at once
+	// (an agent that is down while its address stays taken).
+	refuse bool
+
 	frames chan transport.Frame // every frame received, in order
 	wg     sync.WaitGroup
 }
@@ -136,6 +140,13 @@ func (p *testAgentPeer) accept() {
 		nc, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		refuse := p.refuse
+		p.mu.Unlock()
+		if refuse {
+			_ = nc.Close()
+			continue
 		}
 		p.serve(nc)
 	}
@@ -516,6 +527,33 @@ func (p *testAgentPeer) releaseHeld() {
 // askUI sends a worker dialog for instance id.
 func (p *testAgentPeer) askUI(id, requestID, title string) {
 	p.send(p.conn(), &transport.UIRequestFrame{InstanceID: id, RequestID: requestID, Kind: transport.UIConfirm, Title: title})
+}
+
+// setRefuse makes the peer refuse (true) or accept new connections; a
+// refusing peer also closes the ones it has.
+func (p *testAgentPeer) setRefuse(on bool) {
+	p.mu.Lock()
+	p.refuse = on
+	conns := p.conns
+	if on {
+		p.conns = nil
+	}
+	p.mu.Unlock()
+	if on {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+}
+
+// setState changes what the peer lists for instance id (a worker that
+// exited or was lost while the fleet was away).
+func (p *testAgentPeer) setState(id string, state transport.InstanceState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if in := p.instances[id]; in != nil {
+		in.info.State = state
+	}
 }
 
 // forget makes the peer lose an instance (as if the worker vanished).

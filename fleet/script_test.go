@@ -1,0 +1,977 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"example.com/pifleet/fleet"
+	"example.com/pifleet/transport"
+)
+
+// TestScript runs the transcripts in testdata/script against a real Fleet:
+// a real state directory and bbolt store, real connections on loopback
+// to scripted agents (testAgentPeer), the public SDK. A transcript is a
+// list of lines:
+//
+//	# a comment, kept
+//	> agent box pifleet             a command
+//	...                             what it printed, one thing a line
+//
+// Blank lines and comments are kept, commands are run in order, and every
+// other line is recomputed; go test -run TestScript -update-transcripts
+// rewrites them (the flag TestCoreTranscripts defines). Every command
+// waits for what it names (a frame the peer got, an SDK call's return, a
+// state in the subscription), never for a time. The commands are in
+// scriptCommands; ids are printed as names (t1 for the first task id
+// seen), and the fields that change from run to run (request and trace
+// ids, addresses, times) are dropped.
+func TestScript(t *testing.T) {
+	files, err := filepath.Glob("testdata/script/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts: %v", err)
+	}
+	update := false
+	if f := flag.Lookup("update-transcripts"); f != nil {
+		update = f.Value.String() == "true"
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+			got := runScript(t, want)
+			if update {
+				if err := os.WriteFile(file, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("%s differs (-want +got); rerun with -update-transcripts if the change is intended:\n%s", file, d)
+			}
+		})
+	}
+}
+
+// scriptWait bounds every wait of a transcript: it only fails a broken
+// run, it never paces one.
+const scriptWait = 30 * time.Second
+
+// scriptRun is one transcript's world.
+type scriptRun struct {
+	t        *testing.T
+	regRoot  string
+	stateDir string
+	peers    map[string]*scriptPeer
+	order    []string   // peers in declaration order
+	mu       sync.Mutex // guards tf: a restart replaces it under a call of go
+	tf       *testFleet
+	ids      namer
+	calls    map[string]*scriptCall // go NAME …
+	// pending holds the state changes read from the subscription and not
+	// yet printed by a wait, in order.
+	pending []fleet.Change
+}
+
+// scriptPeer is a scripted agent and what the transcript asked of it.
+type scriptPeer struct {
+	*testAgentPeer
+	mu     sync.Mutex
+	hold   map[string]bool              // frame types held for the script to answer
+	held   map[string][]transport.Frame // held frames, oldest first
+	spawns []func()                     // spawned answers held by "hold spawned"
+	stops  []func()                     // stopped answers held by "hold stopped"
+	ignore map[string]bool              // frame types recv does not print
+}
+
+func runScript(t *testing.T, lines []string) []string {
+	r := &scriptRun{t: t, regRoot: t.TempDir(), stateDir: t.TempDir(), peers: map[string]*scriptPeer{},
+		calls: map[string]*scriptCall{}}
+	publish(t, r.regRoot, "default", `{}`)
+	publish(t, r.regRoot, "strict", `{"review":{"maxRejects":1}}`)
+	var out []string
+	for n, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "":
+			out = append(out, line)
+		case strings.HasPrefix(line, "> "):
+			out = append(out, line)
+			got, err := r.run(strings.TrimPrefix(line, "> "))
+			if err != nil {
+				t.Fatalf("line %d: %s: %v\nthe transcript so far:\n%s", n+1, line, err, strings.Join(out, "\n"))
+			}
+			out = append(out, got...)
+		default:
+			// An expected line: recomputed.
+		}
+	}
+	return out
+}
+
+// scriptCommands are the commands of a transcript. Arguments are words or
+// Go-quoted strings; AGENT is a peer's name, INST an instance id (the
+// peer mints i-<agent>-<n>), TASK a task's name (t1, …).
+var scriptCommands = map[string]func(r *scriptRun, ctx context.Context, args []string) ([]string, error){
+	// agent NAME pifleet|v1: a scripted agent listening on loopback.
+	"agent": (*scriptRun).cmdAgent,
+	// start: a fleet over every agent declared, on the run's state
+	// directory; waits until each is established. restart: Close, then
+	// start on the same state directory. close: Close.
+	"start":   func(r *scriptRun, _ context.Context, _ []string) ([]string, error) { return r.start() },
+	"restart": func(r *scriptRun, _ context.Context, _ []string) ([]string, error) { r.close(); return r.start() },
+	"close": func(r *scriptRun, _ context.Context, _ []string) ([]string, error) {
+		r.close()
+		return []string{"closed"}, nil
+	},
+	// spawn AGENT [BUNDLE]: Spawn in /work/repo.
+	"spawn": (*scriptRun).cmdSpawn,
+	// prompt INST "text", submit INST "text", steer/followup INST "text",
+	// abort INST, stop INST: the Instance methods.
+	"prompt":   (*scriptRun).cmdPrompt,
+	"submit":   (*scriptRun).cmdSubmit,
+	"steer":    (*scriptRun).cmdSteer,
+	"followup": (*scriptRun).cmdSteer,
+	"abort":    (*scriptRun).cmdInstance,
+	"stop":     (*scriptRun).cmdInstance,
+	"read":     (*scriptRun).cmdFiles,
+	"diff":     (*scriptRun).cmdFiles,
+	"list":     (*scriptRun).cmdFiles,
+	// review TASK, accept TASK keep_idle|stop, reject TASK "feedback",
+	// decide TASK accept keep_idle|stop / decide TASK reject "feedback":
+	// the Task methods.
+	"review": (*scriptRun).cmdTask,
+	"accept": (*scriptRun).cmdTask,
+	"reject": (*scriptRun).cmdTask,
+	"decide": (*scriptRun).cmdTask,
+	// report: waits for the next WithTaskDone delivery. noreport: none is
+	// waiting (after a sync point that would have ordered one).
+	"report":   (*scriptRun).cmdReport,
+	"noreport": (*scriptRun).cmdNoReport,
+	// wait INST STATE | wait TASK STATE | wait agent AGENT STATE: waits in
+	// the subscription for that state and prints the trail that led there;
+	// wait INST event:TYPE waits for a worker event the fleet got.
+	"wait": (*scriptRun).cmdWait,
+	// status: the instances and tasks of Status; task TASK: its
+	// TaskInfo.
+	"status": (*scriptRun).cmdStatus,
+	"task":   (*scriptRun).cmdTaskInfo,
+	// await NAME prints the output of go NAME … once it returned; cancel
+	// NAME cancels its context.
+	"await":  (*scriptRun).cmdAwait,
+	"cancel": (*scriptRun).cmdCancel,
+}
+
+// go NAME COMMAND…: runs a command in the background (added here: it
+// runs the others).
+func init() { scriptCommands["go"] = (*scriptRun).cmdGo }
+
+func (r *scriptRun) run(line string) ([]string, error) {
+	words, rest, err := splitWords(line)
+	if err != nil {
+		return nil, err
+	}
+	if len(words) == 0 {
+		return nil, errors.New("empty command")
+	}
+	if p := r.peers[words[0]]; p != nil && len(words) > 1 {
+		return r.peerCommand(p, words[1], words[2:], rest)
+	}
+	cmd, ok := scriptCommands[words[0]]
+	if !ok {
+		return nil, fmt.Errorf("unknown command %q", words[0])
+	}
+	ctx, cancel := context.WithTimeout(r.t.Context(), scriptWait)
+	defer cancel()
+	return cmd(r, ctx, words)
+}
+
+// splitWords splits a command into words, unquoting Go-quoted ones; rest
+// is the text after the first "{" (a frame's JSON), kept whole.
+func splitWords(line string) (words []string, rest string, err error) {
+	if i := strings.Index(line, "{"); i >= 0 {
+		line, rest = line[:i], line[i:]
+	}
+	for s := strings.TrimSpace(line); s != ""; s = strings.TrimSpace(s) {
+		if s[0] == '"' {
+			q, err := strconv.QuotedPrefix(s)
+			if err != nil {
+				return nil, "", fmt.Errorf("quoted text %s: %w", s, err)
+			}
+			w, _ := strconv.Unquote(q)
+			words, s = append(words, w), s[len(q):]
+			continue
+		}
+		w, after, _ := strings.Cut(s, " ")
+		words, s = append(words, w), after
+	}
+	return words, rest, nil
+}
+
+func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 3 {
+		return nil, errors.New("agent NAME pifleet|v1")
+	}
+	name := args[1]
+	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{},
+		ignore: map[string]bool{transport.TypeHello: true, transport.TypeAuthProof: true}}
+	sp.testAgentPeer = newTestAgentPeer(r.t, name, args[2] == "pifleet", func(p *testAgentPeer) {
+		p.script = sp.intercept
+		p.spawnGate = sp.gateSpawn
+		p.stopGate = sp.gateStop
+	})
+	r.peers[name] = sp
+	r.order = append(r.order, name)
+	return []string{"listening"}, nil
+}
+
+// intercept holds the frames of the types the script holds, unanswered.
+func (sp *scriptPeer) intercept(_ *transport.Conn, fr transport.Frame, _ func(transport.Frame)) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !sp.hold[fr.FrameType()] {
+		return false
+	}
+	sp.held[fr.FrameType()] = append(sp.held[fr.FrameType()], fr)
+	return true
+}
+
+func (sp *scriptPeer) gateSpawn(send func()) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !sp.hold["spawned"] {
+		send()
+		return
+	}
+	sp.spawns = append(sp.spawns, send)
+}
+
+func (sp *scriptPeer) gateStop(send func()) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if !sp.hold["stopped"] {
+		send()
+		return
+	}
+	sp.stops = append(sp.stops, send)
+}
+
+func (r *scriptRun) start() ([]string, error) {
+	var agents []fleet.Agent
+	for _, name := range r.order {
+		agents = append(agents, fleet.Agent{Name: name, Addresses: []string{r.peers[name].Addr()}})
+	}
+	tf := startFleet(r.t, r.stateDir, r.regRoot, agents)
+	r.mu.Lock()
+	r.tf = tf
+	r.mu.Unlock()
+	r.pending = nil
+	var out []string
+	for _, name := range r.order {
+		if r.peers[name].refusing() {
+			continue
+		}
+		r.fleet().waitAgent(r.t, name, transport.StateEstablished)
+		out = append(out, "agent "+name+" established")
+	}
+	return out, nil
+}
+
+func (sp *scriptPeer) refusing() bool {
+	sp.testAgentPeer.mu.Lock()
+	defer sp.testAgentPeer.mu.Unlock()
+	return sp.refuse
+}
+
+// fleet is the running fleet.
+func (r *scriptRun) fleet() *testFleet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tf
+}
+
+func (r *scriptRun) close() {
+	if r.tf != nil {
+		_ = r.fleet().Close()
+	}
+}
+
+func (r *scriptRun) cmdSpawn(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New("spawn AGENT [BUNDLE]")
+	}
+	bundle := "default"
+	if len(args) > 2 {
+		bundle = args[2]
+	}
+	inst, err := r.fleet().Spawn(ctx, fleet.SpawnOptions{Agent: args[1], Cwd: "/work/repo", Bundle: bundle})
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	return []string{"instance " + inst.ID() + " " + string(inst.State())}, nil
+}
+
+func (r *scriptRun) instance(id string) (*fleet.Instance, error) {
+	return r.fleet().Instance(id)
+}
+
+func (r *scriptRun) cmdPrompt(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 3 {
+		return nil, errors.New("prompt INST TEXT")
+	}
+	inst, err := r.instance(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	text, err := inst.Prompt(ctx, args[2], fleet.PromptOptions{})
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	return []string{"answer " + strconv.Quote(r.ids.clean(text))}, nil
+}
+
+func (r *scriptRun) cmdSubmit(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 3 {
+		return nil, errors.New("submit INST TEXT")
+	}
+	inst, err := r.instance(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	task, err := inst.Submit(ctx, args[2], fleet.PromptOptions{})
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	return []string{"task " + r.ids.name(task.ID())}, nil
+}
+
+func (r *scriptRun) cmdSteer(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 3 {
+		return nil, errors.New(args[0] + " INST TEXT")
+	}
+	inst, err := r.instance(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	if args[0] == "steer" {
+		err = inst.Steer(ctx, args[2])
+	} else {
+		err = inst.FollowUp(ctx, args[2])
+	}
+	return r.okOrErr(err), nil
+}
+
+func (r *scriptRun) cmdInstance(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New(args[0] + " INST")
+	}
+	inst, err := r.instance(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	switch args[0] {
+	case "abort":
+		err = inst.Abort(ctx)
+	case "stop":
+		err = inst.Stop(ctx)
+	}
+	return r.okOrErr(err), nil
+}
+
+// cmdFiles is read INST PATH, diff INST, list INST PATH.
+func (r *scriptRun) cmdFiles(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New(args[0] + " INST [PATH]")
+	}
+	inst, err := r.instance(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	path := ""
+	if len(args) > 2 {
+		path = args[2]
+	}
+	var res fleet.FileResult
+	switch args[0] {
+	case "read":
+		res, err = inst.Read(ctx, path, fleet.ReadOptions{})
+	case "diff":
+		res, err = inst.Diff(ctx, fleet.DiffOptions{})
+	case "list":
+		res, err = inst.List(ctx, path)
+	}
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	var out []string
+	if res.Text != nil {
+		out = append(out, "text "+strconv.Quote(r.ids.clean(*res.Text)))
+	}
+	for _, e := range res.Entries {
+		out = append(out, "entry "+strconv.Quote(e.Name))
+	}
+	if len(out) == 0 {
+		out = append(out, "empty")
+	}
+	return out, nil
+}
+
+func (r *scriptRun) task(name string) (*fleet.Task, error) {
+	id, ok := r.ids.real(name)
+	if !ok {
+		return nil, fmt.Errorf("no task %s yet", name)
+	}
+	return r.fleet().Task(id)
+}
+
+func (r *scriptRun) cmdTask(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New(args[0] + " TASK …")
+	}
+	task, err := r.task(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch args[0] {
+	case "review":
+		err = task.StartReview(ctx)
+	case "accept":
+		err = task.Accept(ctx, transport.Disposition(arg(2)))
+	case "reject":
+		escalated, err := task.Reject(ctx, arg(2))
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		return []string{fmt.Sprintf("ok escalated=%v", escalated)}, nil
+	case "decide":
+		v := fleet.Verdict{Accept: arg(2) == "accept"}
+		if v.Accept {
+			v.Disposition = transport.Disposition(arg(3))
+		} else {
+			v.Feedback = arg(3)
+		}
+		err = task.Decide(ctx, v)
+	}
+	return r.okOrErr(err), nil
+}
+
+func (r *scriptRun) cmdReport(ctx context.Context, _ []string) ([]string, error) {
+	select {
+	case rep := <-r.fleet().reports:
+		return []string{r.formatReport(rep)}, nil
+	case <-time.After(scriptWait):
+		return nil, errors.New("no task_done delivered")
+	}
+}
+
+func (r *scriptRun) cmdNoReport(ctx context.Context, _ []string) ([]string, error) {
+	select {
+	case rep := <-r.fleet().reports:
+		return []string{"unexpected " + r.formatReport(rep)}, nil
+	default:
+		return []string{"none"}, nil
+	}
+}
+
+func (r *scriptRun) formatReport(rep fleet.TaskReport) string {
+	return fmt.Sprintf("report %s %s %s seq=%d %q", r.ids.name(rep.TaskID), rep.InstanceID, rep.Status, rep.Seq,
+		r.ids.clean(rep.Summary))
+}
+
+// cmdWait waits in the subscription for a state of an instance, a task
+// or an agent, and prints every state it went through since the last
+// wait on it (the trail); a state reached before is found in the trail
+// already read.
+func (r *scriptRun) cmdWait(ctx context.Context, args []string) ([]string, error) {
+	kind, subject, state := fleet.ChangeInstanceState, "", ""
+	switch {
+	case len(args) == 4 && args[1] == "agent":
+		kind, subject, state = fleet.ChangeAgentState, args[2], args[3]
+	case len(args) == 3 && strings.HasPrefix(args[1], "i-") && strings.HasPrefix(args[2], "event:"):
+		kind, subject, state = fleet.ChangeEvent, args[1], strings.TrimPrefix(args[2], "event:")
+	case len(args) == 3 && strings.HasPrefix(args[1], "i-"):
+		subject, state = args[1], args[2]
+	case len(args) == 3:
+		kind, state = fleet.ChangeTaskState, args[2]
+		id, ok := r.ids.real(args[1])
+		if !ok {
+			return nil, fmt.Errorf("no task %s yet", args[1])
+		}
+		subject = id
+	default:
+		return nil, errors.New("wait INST STATE | wait TASK STATE | wait agent AGENT STATE")
+	}
+	of := func(c fleet.Change) bool {
+		if c.Kind != kind {
+			return false
+		}
+		switch kind {
+		case fleet.ChangeAgentState:
+			return c.Agent == subject
+		case fleet.ChangeTaskState:
+			return c.TaskID == subject
+		}
+		return c.InstanceID == subject
+	}
+	timeout := time.After(scriptWait)
+	for {
+		for i, c := range r.pending {
+			reached := c.To == state
+			if c.Kind == fleet.ChangeEvent {
+				reached = c.Event == state
+			}
+			if of(c) && reached {
+				var trail []string
+				rest := r.pending[:0:0]
+				for _, c := range r.pending[:i+1] {
+					if of(c) {
+						trail = append(trail, c.To)
+					} else {
+						rest = append(rest, c)
+					}
+				}
+				r.pending = append(rest, r.pending[i+1:]...)
+				if kind == fleet.ChangeEvent {
+					trail = []string{"event " + state}
+				}
+				if kind == fleet.ChangeAgentState {
+					// How often a redial failed first is the scheduler's:
+					// an agent's wait says only where it got.
+					trail = trail[len(trail)-1:]
+				}
+				return []string{args[len(args)-2] + ": " + strings.Join(trail, " ")}, nil
+			}
+		}
+		select {
+		case c, ok := <-r.fleet().sub.C:
+			if !ok {
+				return nil, errors.New("subscription closed")
+			}
+			switch c.Kind {
+			case fleet.ChangeInstanceState, fleet.ChangeTaskState, fleet.ChangeAgentState, fleet.ChangeEvent:
+				r.pending = append(r.pending, c)
+			}
+		case <-timeout:
+			return nil, fmt.Errorf("no %s %s; status: %+v", subject, state, r.fleet().Status(context.Background()))
+		}
+	}
+}
+
+func (r *scriptRun) cmdStatus(ctx context.Context, _ []string) ([]string, error) {
+	st := r.fleet().Status(ctx)
+	// No agents: while one is down, whether the fleet is redialling it
+	// at that moment is the scheduler's (wait agent says where one got).
+	var out []string
+	for _, in := range st.Instances {
+		s := fmt.Sprintf("instance %s %s %s", in.InstanceID, in.Agent, in.State)
+		if in.OpenTask != "" {
+			s += " task=" + r.ids.name(in.OpenTask)
+		}
+		if in.EndReason != "" {
+			s += " ended=" + strconv.Quote(r.ids.clean(in.EndReason))
+		}
+		out = append(out, s)
+	}
+	for _, ti := range st.Tasks {
+		out = append(out, r.formatTask(ti))
+	}
+	return out, nil
+}
+
+func (r *scriptRun) formatTask(ti fleet.TaskInfo) string {
+	s := fmt.Sprintf("task %s %s %s rejects=%d/%d", r.ids.name(ti.TaskID), ti.InstanceID, ti.State, ti.Rejects, ti.MaxRejects)
+	if ti.Verdict != "" {
+		s += " verdict=" + ti.Verdict
+	}
+	return s
+}
+
+func (r *scriptRun) cmdTaskInfo(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New("task TASK")
+	}
+	task, err := r.task(args[1])
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	ti := task.Info()
+	out := []string{r.formatTask(ti)}
+	for _, fb := range ti.Feedback {
+		out = append(out, fmt.Sprintf("feedback %q", fb.Text))
+	}
+	return out, nil
+}
+
+func (r *scriptRun) cmdGo(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 3 {
+		return nil, errors.New("go NAME COMMAND…")
+	}
+	name, cmd := args[1], scriptCommands[args[2]]
+	if cmd == nil {
+		return nil, fmt.Errorf("unknown command %q", args[2])
+	}
+	if _, dup := r.calls[name]; dup {
+		return nil, fmt.Errorf("call %s is running", name)
+	}
+	callCtx, cancel := context.WithTimeout(r.t.Context(), scriptWait)
+	call := &scriptCall{cancel: cancel, done: make(chan []string, 1)}
+	r.calls[name] = call
+	go func() {
+		defer cancel()
+		out, err := cmd(r, callCtx, args[2:])
+		if err != nil {
+			out = []string{"command failed: " + err.Error()}
+		}
+		call.done <- out
+	}()
+	return nil, nil
+}
+
+// scriptCall is a command running in the background.
+type scriptCall struct {
+	cancel context.CancelFunc
+	done   chan []string // its output, once it returned
+}
+
+// cmdCancel cancels the context of go NAME's call (await prints what it
+// returned).
+func (r *scriptRun) cmdCancel(_ context.Context, args []string) ([]string, error) {
+	if len(args) < 2 || r.calls[args[1]] == nil {
+		return nil, errors.New("cancel NAME of a running call")
+	}
+	r.calls[args[1]].cancel()
+	return nil, nil
+}
+
+func (r *scriptRun) cmdAwait(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New("await NAME")
+	}
+	call, ok := r.calls[args[1]]
+	if !ok {
+		return nil, fmt.Errorf("no call %s", args[1])
+	}
+	delete(r.calls, args[1])
+	select {
+	case out := <-call.done:
+		return out, nil
+	case <-time.After(scriptWait):
+		return nil, fmt.Errorf("call %s did not return", args[1])
+	}
+}
+
+// peerCommand is AGENT VERB …:
+//
+//	recv TYPE          waits for a frame of TYPE, printing every frame got before it
+//	send {json}        sends a frame ($t1 is task t1's id)
+//	hold TYPE          holds frames of TYPE unanswered (spawned, stopped: the answers)
+//	release TYPE       answers the held ones as the peer would have
+//	reply TYPE {json}  answers the oldest held frame of TYPE with the frame
+//	hold prompts / release prompts   prompts start but settle only when released
+//	spawn_error CODE "message"       answers every spawn with a spawn_error
+//	drop               closes the connection (the fleet redials)
+//	down / up          refuses connections (closing the one it has) / accepts again
+//	forget INST / state INST STATE   what the peer lists of a worker
+//	ignore TYPE…       recv does not print frames of these types
+func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest string) ([]string, error) {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch verb {
+	case "recv":
+		return r.recv(p, arg(0))
+	case "send":
+		fr, err := r.frame(rest)
+		if err != nil {
+			return nil, err
+		}
+		p.send(p.conn(), fr)
+		return nil, nil
+	case "hold":
+		if arg(0) == "prompts" {
+			p.testAgentPeer.mu.Lock()
+			p.holdPrompts = true
+			p.testAgentPeer.mu.Unlock()
+			return nil, nil
+		}
+		p.mu.Lock()
+		p.hold[arg(0)] = true
+		p.mu.Unlock()
+		return nil, nil
+	case "release":
+		return nil, p.release(arg(0))
+	case "reply":
+		p.mu.Lock()
+		held := p.held[arg(0)]
+		var fr transport.Frame
+		if len(held) > 0 {
+			fr, p.held[arg(0)] = held[0], held[1:]
+		}
+		p.mu.Unlock()
+		if fr == nil {
+			return nil, fmt.Errorf("no %s frame held", arg(0))
+		}
+		ans, err := r.frame(rest)
+		if err != nil {
+			return nil, err
+		}
+		ans.Envelope().ID = fr.Envelope().ID
+		p.send(p.conn(), ans)
+		return nil, nil
+	case "spawn_error":
+		p.testAgentPeer.mu.Lock()
+		p.spawnError = &transport.SpawnErrorFrame{Code: arg(0), Message: arg(1)}
+		p.testAgentPeer.mu.Unlock()
+		return nil, nil
+	case "drop":
+		if c := p.conn(); c != nil {
+			_ = c.Close()
+		}
+		return nil, nil
+	case "down":
+		p.setRefuse(true)
+		return nil, nil
+	case "up":
+		p.setRefuse(false)
+		return nil, nil
+	case "forget":
+		p.forget(arg(0))
+		return nil, nil
+	case "state":
+		p.setState(arg(0), transport.InstanceState(arg(1)))
+		return nil, nil
+	case "ignore":
+		p.mu.Lock()
+		for _, typ := range args {
+			p.ignore[typ] = true
+		}
+		p.mu.Unlock()
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown agent command %q", verb)
+}
+
+func (sp *scriptPeer) release(what string) error {
+	switch what {
+	case "prompts":
+		sp.releaseHeld()
+		return nil
+	case "spawned", "stopped":
+		sp.mu.Lock()
+		var sends []func()
+		if what == "spawned" {
+			sends, sp.spawns = sp.spawns, nil
+		} else {
+			sends, sp.stops = sp.stops, nil
+		}
+		delete(sp.hold, what)
+		sp.mu.Unlock()
+		for _, send := range sends {
+			send()
+		}
+		return nil
+	}
+	sp.mu.Lock()
+	delete(sp.hold, what)
+	held := sp.held[what]
+	delete(sp.held, what)
+	sp.mu.Unlock()
+	for _, fr := range held {
+		sp.handle(sp.conn(), fr)
+	}
+	return nil
+}
+
+// recv waits for the next frame of type typ the peer got, printing it and
+// every frame before it that is not ignored. An rpc is also of type
+// rpc:COMMAND (rpc:get_state).
+func (r *scriptRun) recv(p *scriptPeer, typ string) ([]string, error) {
+	var out []string
+	timeout := time.After(scriptWait)
+	for {
+		select {
+		case fr := <-p.frames:
+			kinds := frameKinds(fr)
+			p.mu.Lock()
+			ignored := slices.ContainsFunc(kinds, func(k string) bool { return p.ignore[k] })
+			p.mu.Unlock()
+			match := slices.Contains(kinds, typ)
+			if !ignored || match {
+				out = append(out, p.machine+" <- "+r.formatFrame(fr))
+			}
+			if match {
+				return out, nil
+			}
+		case <-timeout:
+			return nil, fmt.Errorf("%s got no %s frame; got %v", p.machine, typ, out)
+		}
+	}
+}
+
+// frameKinds are the names recv and ignore know a frame by: its type,
+// and for an rpc rpc:COMMAND too.
+func frameKinds(fr transport.Frame) []string {
+	kinds := []string{fr.FrameType()}
+	if rpc, ok := fr.(*transport.RPCFrame); ok {
+		var cmd struct{ Type string }
+		_ = json.Unmarshal(rpc.Command, &cmd)
+		kinds = append(kinds, "rpc:"+cmd.Type)
+	}
+	return kinds
+}
+
+// volatileFields are frame fields that differ from run to run.
+var volatileFields = map[string]bool{"id": true, "traceId": true, "env": true, "bundleHash": true,
+	"challenge": true, "keyProof": true, "requestId": true}
+
+// formatFrame prints a frame as its JSON with the volatile fields
+// dropped and the ids named.
+func (r *scriptRun) formatFrame(fr transport.Frame) string {
+	raw, err := transport.MarshalFrame(fr)
+	if err != nil {
+		return "unprintable " + fr.FrameType() + ": " + err.Error()
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "unprintable " + fr.FrameType() + ": " + err.Error()
+	}
+	v = dropVolatile(v)
+	out, _ := json.Marshal(v)
+	return r.ids.clean(string(out))
+}
+
+func dropVolatile(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if volatileFields[k] {
+				delete(v, k)
+				continue
+			}
+			v[k] = dropVolatile(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = dropVolatile(e)
+		}
+	}
+	return v
+}
+
+// frame parses a frame the script sends, its task names replaced by
+// their ids.
+func (r *scriptRun) frame(js string) (transport.Frame, error) {
+	js = taskName.ReplaceAllStringFunc(js, func(s string) string {
+		if id, ok := r.ids.real(s[1:]); ok {
+			return id
+		}
+		return s
+	})
+	return transport.ParseFrame([]byte(js))
+}
+
+var taskName = regexp.MustCompile(`\$t[0-9]+`)
+
+// okOrErr prints a call's result.
+func (r *scriptRun) okOrErr(err error) []string {
+	if err != nil {
+		return r.errLines(err)
+	}
+	return []string{"ok"}
+}
+
+// errLines prints an error: its message and the types along its chain
+// that are the package's (or transport's), which is what a caller can
+// test with errors.As or errors.Is.
+func (r *scriptRun) errLines(err error) []string {
+	var types []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		ty := reflect.TypeOf(e).String()
+		if strings.Contains(ty, "fleet.") || strings.Contains(ty, "transport.") {
+			types = append(types, ty)
+		}
+	}
+	for _, s := range []struct {
+		err  error
+		name string
+	}{{transport.ErrClosed, "transport.ErrClosed"}, {context.DeadlineExceeded, "context.DeadlineExceeded"}} {
+		if errors.Is(err, s.err) {
+			types = append(types, s.name)
+		}
+	}
+	line := "error " + strconv.Quote(r.ids.clean(err.Error()))
+	if len(types) > 0 {
+		line += " (" + strings.Join(slices.Compact(types), ", ") + ")"
+	}
+	return []string{line}
+}
+
+// namer names the ids minted by the fleet (tasks) in the order they were
+// first seen, so that a transcript says t1 where the run had
+// t-mf3x…-a1b2c3.
+type namer struct {
+	mu    sync.Mutex
+	names map[string]string
+	ids   map[string]string
+}
+
+var (
+	taskID    = regexp.MustCompile(`t-[0-9a-z]+-[0-9a-f]{6}`)
+	loopback  = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+	traceID   = regexp.MustCompile(`tr-[0-9a-f]{16}`)
+	tempPaths = regexp.MustCompile(`/tmp/[^ "]*`)
+)
+
+func (n *namer) name(id string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.names == nil {
+		n.names, n.ids = map[string]string{}, map[string]string{}
+	}
+	if name, ok := n.names[id]; ok {
+		return name
+	}
+	name := "t" + strconv.Itoa(len(n.names)+1)
+	n.names[id], n.ids[name] = name, id
+	return name
+}
+
+func (n *namer) real(name string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	id, ok := n.ids[name]
+	return id, ok
+}
+
+// clean names the task ids in s and drops what differs between runs.
+func (n *namer) clean(s string) string {
+	s = taskID.ReplaceAllStringFunc(s, n.name)
+	s = loopback.ReplaceAllString(s, "ADDR")
+	s = traceID.ReplaceAllString(s, "TRACE")
+	return tempPaths.ReplaceAllString(s, "TMP")
+}
