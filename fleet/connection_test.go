@@ -184,9 +184,7 @@ func TestStopOfAWorkerTheAgentLostEndsItGone(t *testing.T) {
 func TestATaskDoneTrailingTheReconnectStartsTheReview(t *testing.T) {
 	tf, peer, proxy := proxiedFleet(t)
 	inst := spawn(t, tf, "box")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	task, err := inst.Submit(t.Context(), "work", fleet.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

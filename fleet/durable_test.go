@@ -127,9 +127,7 @@ func TestATaskDoneRecordedBehindAnAbortKeepsItsReport(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
 	tf := newTestFleet(t, peer)
 	inst := spawn(t, tf, "box")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	task, err := inst.Submit(t.Context(), "fix the tests", fleet.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ package fleet_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,31 +69,10 @@ func TestARejectionWaitingForItsDeliveryCanEnd(t *testing.T) {
 		// What a server killed right after recording the rejection
 		// leaves: one transaction moved the task and the instance to
 		// revising with the feedback pending; its send never happened.
-		st, err := serverstore.Open(state)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = st.Update(func(tx *serverstore.Tx) error {
-			tr, _, err := tx.Task(task.ID())
-			if err != nil {
-				return err
-			}
+		rewriteStored(t, state, task.ID(), inst.ID(), func(tr *serverstore.Task) {
 			tr.State, tr.Rejects = string(fleet.TaskRevising), 1
 			tr.Feedback = append(tr.Feedback, serverstore.Feedback{At: time.Now(), Text: "add the tests", By: "application"})
-			if _, err := tx.PutTask(tr); err != nil {
-				return err
-			}
-			ir, _, err := tx.Instance(inst.ID())
-			if err != nil {
-				return err
-			}
-			ir.State = string(fleet.StateRevising)
-			_, err = tx.PutInstance(ir)
-			return err
-		})
-		if err := errors.Join(err, st.Close()); err != nil {
-			t.Fatal(err)
-		}
+		}, fleet.StateRevising)
 
 		_, workerPID, err := e2ekit.WorkerProcesses(stateDir, inst.ID())
 		if err != nil {
@@ -103,7 +81,7 @@ func TestARejectionWaitingForItsDeliveryCanEnd(t *testing.T) {
 		if err := syscall.Kill(workerPID, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		tf2 := startFleet(t, state, reg, agents)
+		tf2 := tf.startAgain(t)
 		tf2.waitAgent(t, "worker-01", transport.StateEstablished)
 		inst2, err := tf2.Instance(inst.ID())
 		if err != nil {

@@ -25,6 +25,7 @@ type testFleet struct {
 	sub      *fleet.Subscription
 	stateDir string
 	regRoot  string
+	agents   []fleet.Agent
 	reports  chan fleet.TaskReport
 }
 
@@ -51,7 +52,7 @@ func fastDialer(c *fleet.Config) {
 
 func startFleet(t testing.TB, stateDir, regRoot string, agents []fleet.Agent, opts ...fleet.Option) *testFleet {
 	t.Helper()
-	tf := &testFleet{stateDir: stateDir, regRoot: regRoot, reports: make(chan fleet.TaskReport, 64)}
+	tf := &testFleet{stateDir: stateDir, regRoot: regRoot, agents: agents, reports: make(chan fleet.TaskReport, 64)}
 	all := append([]fleet.Option{
 		fleet.WithStateDir(stateDir),
 		fleet.WithKeyFile(testKeyFile),
@@ -89,6 +90,52 @@ func newTestFleet(t testing.TB, peers ...*testAgentPeer) *testFleet {
 		tf.waitAgent(t, p.machine, transport.StateEstablished)
 	}
 	return tf
+}
+
+// startAgain starts a new fleet (a restarted server) on tf's state
+// directory, registry and agents, with opts; tf is closed already.
+func (tf *testFleet) startAgain(t testing.TB, opts ...fleet.Option) *testFleet {
+	t.Helper()
+	return startFleet(t, tf.stateDir, tf.regRoot, tf.agents, opts...)
+}
+
+// rewriteStored changes, in the state directory of a closed fleet, the
+// stored task and instance as a server killed in the middle of a step
+// left them: edit changes the task, and the instance takes that state.
+func rewriteStored(t testing.TB, stateDir, taskID, instanceID string, edit func(*serverstore.Task), state fleet.InstanceState) {
+	t.Helper()
+	st, err := serverstore.Open(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *serverstore.Tx) error {
+		tr, _, err := tx.Task(taskID)
+		if err != nil {
+			return err
+		}
+		edit(&tr)
+		if _, err := tx.PutTask(tr); err != nil {
+			return err
+		}
+		ir, _, err := tx.Instance(instanceID)
+		if err != nil {
+			return err
+		}
+		ir.State = string(state)
+		_, err = tx.PutInstance(ir)
+		return err
+	})
+	if err := errors.Join(err, st.Close()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdRuns makes the peer's prompts start (agent_start) without settling,
+// until the test releases them.
+func (p *testAgentPeer) holdRuns() {
+	p.mu.Lock()
+	p.holdPrompts = true
+	p.mu.Unlock()
 }
 
 // waitUntil waits, change by change, until cond holds on the status.
@@ -495,9 +542,7 @@ func TestTypeScriptAgentAcceptStopIsAStop(t *testing.T) {
 func TestReconnectReplaysMissedEvents(t *testing.T) {
 	tf, peer, proxy := proxiedFleet(t)
 	inst := spawn(t, tf, "box")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	run, err := inst.PromptAsync(t.Context(), "long job", fleet.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -560,19 +605,14 @@ func TestConnectionCutMakesInstancesUnreachableAndReconnectReconciles(t *testing
 
 func TestServerRestartKeepsTasksAndDedupe(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	state := t.TempDir()
-	agents := []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}}
-	tf := startFleet(t, state, reg, agents)
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf := newTestFleet(t, peer)
 	inst := spawn(t, tf, "box")
 	task, r := submitAndFinish(t, tf, inst, "persist me")
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	tf2 := startFleet(t, state, reg, agents)
+	tf2 := tf.startAgain(t)
 	tf2.waitAgent(t, "box", transport.StateEstablished)
 	if got := tf2.Tasks(); len(got) != 1 || got[0].TaskID != task.ID() || got[0].State != fleet.TaskAwaitingReview {
 		t.Fatalf("tasks after restart: %+v", got)
@@ -631,9 +671,7 @@ func TestAbortOfARunningPrompt(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
 	tf := newTestFleet(t, peer)
 	inst := spawn(t, tf, "box")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	run, err := inst.PromptAsync(t.Context(), "long job", fleet.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -36,16 +36,9 @@ func (w *logWatch) Write(p []byte) (int, error) {
 // stopping, it sent the stop a second time.
 func TestReconcileDoesNotApplyASnapshotToAnInstanceThatMovedOn(t *testing.T) {
 	peer := newTestAgentPeer(t, "box", true)
-	reg := t.TempDir()
-	publish(t, reg, "default", `{}`)
-	state := t.TempDir()
-	agents := []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}}
-	tf := startFleet(t, state, reg, agents)
-	tf.waitAgent(t, "box", transport.StateEstablished)
+	tf := newTestFleet(t, peer)
 	inst := spawn(t, tf, "box")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	task, err := inst.Submit(t.Context(), "long job", fleet.PromptOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +52,7 @@ func TestReconcileDoesNotApplyASnapshotToAnInstanceThatMovedOn(t *testing.T) {
 	peer.holdGetState = true
 	peer.mu.Unlock()
 	skipped := &logWatch{want: "snapshot not applied", seen: make(chan struct{})}
-	tf2 := startFleet(t, state, reg, agents, fleet.WithLogger(zerolog.New(skipped).Level(zerolog.DebugLevel)))
+	tf2 := tf.startAgain(t, fleet.WithLogger(zerolog.New(skipped).Level(zerolog.DebugLevel)))
 	select {
 	case <-peer.getStateHeld:
 	case <-time.After(10 * time.Second):

@@ -67,9 +67,7 @@ func TestSDKCallsWaitForRoomInAFullSendQueueUnderTheirContext(t *testing.T) {
 	if err := task.StartReview(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	if _, err := busy.PromptAsync(t.Context(), "work", fleet.PromptOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +160,7 @@ func TestARejectionWaitsForRoomAfterItsRecord(t *testing.T) {
 	busy := spawn(t, tf, "box")
 	reviewed := spawn(t, tf, "box")
 	task, _ := submitAndFinish(t, tf, reviewed, "write the docs")
-	peer.mu.Lock()
-	peer.holdPrompts = true
-	peer.mu.Unlock()
+	peer.holdRuns()
 	if _, err := busy.PromptAsync(t.Context(), "work", fleet.PromptOptions{}); err != nil {
 		t.Fatal(err)
 	}

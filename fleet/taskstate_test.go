@@ -23,9 +23,7 @@ func TestAbortAndStopEndARunningTask(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			inst := spawn(t, tf, "box")
-			peer.mu.Lock()
-			peer.holdPrompts = true
-			peer.mu.Unlock()
+			peer.holdRuns()
 			task, err := inst.Submit(t.Context(), "long job", fleet.PromptOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"errors"
 	"testing"
 
 	"example.com/pifleet/fleet"
@@ -21,12 +20,7 @@ func TestAHalfDoneVerdictIsFinishedAtRestart(t *testing.T) {
 	for _, disposition := range []transport.Disposition{transport.DispositionKeepIdle, transport.DispositionStop} {
 		t.Run(string(disposition), func(t *testing.T) {
 			peer := newTestAgentPeer(t, "box", true)
-			reg := t.TempDir()
-			publish(t, reg, "default", `{}`)
-			state := t.TempDir()
-			agents := []fleet.Agent{{Name: "box", Addresses: []string{peer.Addr()}}}
-			tf := startFleet(t, state, reg, agents)
-			tf.waitAgent(t, "box", transport.StateEstablished)
+			tf := newTestFleet(t, peer)
 			inst := spawn(t, tf, "box")
 			task, _ := submitAndFinish(t, tf, inst, "work")
 			if err := tf.Close(); err != nil {
@@ -36,32 +30,11 @@ func TestAHalfDoneVerdictIsFinishedAtRestart(t *testing.T) {
 			// What the old server wrote before it was killed: the
 			// instance and the task accepted, the disposition not carried
 			// out.
-			st, err := serverstore.Open(state)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = st.Update(func(tx *serverstore.Tx) error {
-				tr, _, err := tx.Task(task.ID())
-				if err != nil {
-					return err
-				}
+			rewriteStored(t, tf.stateDir, task.ID(), inst.ID(), func(tr *serverstore.Task) {
 				tr.State, tr.Verdict, tr.Disposition = string(fleet.TaskAccepted), "accepted by application", string(disposition)
-				if _, err := tx.PutTask(tr); err != nil {
-					return err
-				}
-				ir, _, err := tx.Instance(inst.ID())
-				if err != nil {
-					return err
-				}
-				ir.State = string(fleet.StateAccepted)
-				_, err = tx.PutInstance(ir)
-				return err
-			})
-			if err := errors.Join(err, st.Close()); err != nil {
-				t.Fatal(err)
-			}
+			}, fleet.StateAccepted)
 
-			tf2 := startFleet(t, state, reg, agents)
+			tf2 := tf.startAgain(t)
 			tf2.waitAgent(t, "box", transport.StateEstablished)
 			want := fleet.StateIdle
 			if disposition == transport.DispositionStop {
