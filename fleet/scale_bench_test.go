@@ -44,6 +44,12 @@ import (
 // instead (as this benchmark did before: a round then held a fifteenth of
 // the heartbeats the server receives in a real one).
 //
+// PIFLEET_SCALE_SERVER_BEAT=1h has the server send no heartbeats while
+// it measures (the peers then keep their connections for an hour without
+// hearing from it): what is left of a round is its receiving half.
+// PIFLEET_SCALE_INSTANCES=N spawns N instances per agent instead of 10
+// (0 for heartbeat figures in a fraction of the time).
+//
 // The 5,000- and 10,000-agent sizes run only with PIFLEET_SCALE_BIG=1.
 //
 // PIFLEET_SCALE_HEAPPROFILE=FILE writes a heap profile once every
@@ -56,7 +62,14 @@ func BenchmarkServerScale(b *testing.B) {
 				// Minutes each, and most of the machine: only on request.
 				b.Skip("set PIFLEET_SCALE_BIG=1 to run it")
 			}
-			benchServerScale(b, agents, 10)
+			perAgent := 10
+			if v := os.Getenv("PIFLEET_SCALE_INSTANCES"); v != "" {
+				var err error
+				if perAgent, err = strconv.Atoi(v); err != nil || perAgent < 0 {
+					b.Fatalf("PIFLEET_SCALE_INSTANCES=%q: want a count", v)
+				}
+			}
+			benchServerScale(b, agents, perAgent)
 		})
 	}
 }
@@ -91,14 +104,8 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	// The tests' lock bookkeeping reads the goroutine's stack on every
 	// lock: not what a server pays.
 	defer fleet.SetLockCheck(fleet.SetLockCheck(false))
-	peerBeat := beat
-	if v := os.Getenv("PIFLEET_SCALE_PEER_BEAT"); v != "" {
-		var err error
-		if peerBeat, err = time.ParseDuration(v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	list := startPeerHosts(b, agents, peerBeat)
+	peerBeat, serverBeat := envDuration(b, "PIFLEET_SCALE_PEER_BEAT", beat), envDuration(b, "PIFLEET_SCALE_SERVER_BEAT", beat)
+	list := startPeerHosts(b, agents, peerBeat, serverBeat > beat)
 	mem0, goroutines0 := memInUse(), runtime.NumGoroutine()
 	start := time.Now()
 
@@ -108,7 +115,7 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 		// and one received per agent. The expiry stays the protocol's
 		// 45 s: a shorter one once expired connections whose beat was
 		// late on a busy machine.
-		c.Conn.HeartbeatInterval = beat
+		c.Conn.HeartbeatInterval = serverBeat
 		if os.Getenv("PIFLEET_SCALE_LOG") != "" {
 			c.Logger = zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		}
@@ -218,6 +225,19 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	b.ReportMetric(connectRate, "agents-connected/s")
 }
 
+// envDuration is the duration in the environment variable name, or def.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
 // writeProfile creates path and has write fill it; the file closes when
 // the benchmark ends.
 func writeProfile(b *testing.B, path string, write func(io.Writer) error) {
@@ -233,7 +253,7 @@ func writeProfile(b *testing.B, path string, write func(io.Writer) error) {
 
 // startPeerHosts starts enough peer hosts for n agents and returns the
 // agents to dial. The hosts end with the benchmark.
-func startPeerHosts(b *testing.B, n int, beat time.Duration) []fleet.Agent {
+func startPeerHosts(b *testing.B, n int, beat time.Duration, deaf bool) []fleet.Agent {
 	b.Helper()
 	var list []fleet.Agent
 	for host := 0; len(list) < n; host++ {
@@ -241,6 +261,9 @@ func startPeerHosts(b *testing.B, n int, beat time.Duration) []fleet.Agent {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestScalePeerHost$", "-test.timeout=0")
 		cmd.Env = append(os.Environ(), "PIFLEET_SCALE_PEERS="+strconv.Itoa(count),
 			fmt.Sprintf("PIFLEET_SCALE_PREFIX=h%d", host), "PIFLEET_SCALE_BEAT="+beat.String())
+		if deaf {
+			cmd.Env = append(cmd.Env, "PIFLEET_SCALE_PEER_EXPIRY=1h")
+		}
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
@@ -287,6 +310,7 @@ func TestScalePeerHost(t *testing.T) {
 	}
 	prefix := os.Getenv("PIFLEET_SCALE_PREFIX")
 	every, _ := time.ParseDuration(os.Getenv("PIFLEET_SCALE_BEAT"))
+	expiry, _ := time.ParseDuration(os.Getenv("PIFLEET_SCALE_PEER_EXPIRY")) // 0: the default
 	// The peers beat as often as the server, from one goroutine as an
 	// agent daemon does not (it has one connection): what is measured is
 	// the server's side of a round, sending and receiving.
@@ -295,7 +319,7 @@ func TestScalePeerHost(t *testing.T) {
 	peers := make([]*testAgentPeer, n)
 	for i := range peers {
 		peers[i] = newTestAgentPeer(t, fmt.Sprintf("%s-box-%05d", prefix, i), true, func(p *testAgentPeer) {
-			p.beat = transport.Options{HeartbeatInterval: every, Heartbeats: beats}
+			p.beat = transport.Options{HeartbeatInterval: every, ExpiryTimeout: expiry, Heartbeats: beats}
 		})
 		fmt.Fprintf(out, "peer %s %s\n", peers[i].machine, peers[i].Addr())
 	}
