@@ -25,8 +25,10 @@ func TestAcceptDefaultsToStopAndRefusesAnUnknownDisposition(t *testing.T) {
 	}
 
 	drainFrames(peer)
-	if err := task.Accept(t.Context(), transport.Disposition("archive")); err == nil {
-		t.Fatal("an unknown disposition was accepted")
+	err := task.Accept(t.Context(), transport.Disposition("archive"))
+	var bad *fleet.DispositionError
+	if !errors.Is(err, fleet.ErrBadDisposition) || !errors.As(err, &bad) || bad.Disposition != "archive" {
+		t.Fatalf("accept with an unknown disposition: %v, want a *DispositionError naming it", err)
 	}
 	if got := inst.State(); got != fleet.StateAwaitingReview {
 		t.Errorf("state after a refused accept: %s", got)

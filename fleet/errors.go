@@ -7,6 +7,7 @@ import (
 
 	"example.com/pifleet/internal/boltfile"
 	"example.com/pifleet/session"
+	"example.com/pifleet/transport"
 )
 
 // Errors that callers test for with errors.Is.
@@ -61,6 +62,8 @@ var (
 	// ErrNotSupported: the agent does not speak the pifleet additions the
 	// operation needs (its hello lacks the pifleet-v1 capability).
 	ErrNotSupported = errors.New("fleet: agent does not support this operation")
+	// ErrBadDisposition is matched by every *DispositionError.
+	ErrBadDisposition = errors.New("fleet: unknown disposition")
 	// ErrUnknownUIRequest: no pending worker dialog with that id.
 	ErrUnknownUIRequest = errors.New("fleet: unknown ui request")
 	// ErrUIRequestExpired: the dialog ended without an answer (its own
@@ -158,6 +161,19 @@ func (e *SpawnStoppedError) Error() string {
 func (e *SpawnStoppedError) Is(target error) bool {
 	return target == ErrSpawnStopped || target == ErrInstanceEnded
 }
+
+// DispositionError names a disposition that an accept (Task.Accept, or
+// Task.Decide accepting) does not know: neither stop nor keep_idle.
+type DispositionError struct {
+	Disposition transport.Disposition
+}
+
+func (e *DispositionError) Error() string {
+	return fmt.Sprintf("fleet: disposition %q is neither %s nor %s", e.Disposition, transport.DispositionStop, transport.DispositionKeepIdle)
+}
+
+// Is makes errors.Is(err, ErrBadDisposition) true.
+func (e *DispositionError) Is(target error) bool { return target == ErrBadDisposition }
 
 // StateError reports an operation the instance's (or task's) current
 // state does not allow.

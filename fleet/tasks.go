@@ -452,7 +452,7 @@ func checkDisposition(d transport.Disposition) (transport.Disposition, error) {
 	case transport.DispositionStop, transport.DispositionKeepIdle:
 		return d, nil
 	}
-	return "", fmt.Errorf("fleet: accept: disposition %q is neither stop nor keep_idle", d)
+	return "", &DispositionError{Disposition: d}
 }
 
 // Reject sends the task back with feedback (task_reject), which the worker
