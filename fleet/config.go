@@ -45,9 +45,11 @@ type Agent struct {
 }
 
 // ParseAgent reads a directory entry written NAME=HOST:PORT[,HOST:PORT…]
-// (the --agent flag of pifleet-server).
+// (the --agent flag of pifleet-server); spaces around the name and each
+// address are ignored.
 func ParseAgent(s string) (Agent, error) {
-	name, addrs, ok := strings.Cut(strings.TrimSpace(s), "=")
+	name, addrs, ok := strings.Cut(s, "=")
+	name, addrs = strings.TrimSpace(name), strings.TrimSpace(addrs)
 	if !ok || name == "" || addrs == "" {
 		return Agent{}, &ConfigError{Field: "agent", Reason: fmt.Sprintf("%q is not NAME=HOST:PORT", s)}
 	}

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,21 @@ func TestParseAgentNamesTheBadAddress(t *testing.T) {
 	a, err := fleet.ParseAgent("box=127.0.0.1:1, [::1]:2")
 	if err != nil || a.Name != "box" || len(a.Addresses) != 2 || a.Addresses[1] != "[::1]:2" {
 		t.Fatalf("ParseAgent = %+v, %v", a, err)
+	}
+}
+
+// TestParseAgentTrimsTheName: spaces around the name go, as they do
+// around each address, and a name of spaces only is no name.
+func TestParseAgentTrimsTheName(t *testing.T) {
+	a, err := fleet.ParseAgent(" b = h:1 ")
+	if err != nil || a.Name != "b" || !slices.Equal(a.Addresses, []string{"h:1"}) {
+		t.Errorf(`ParseAgent(" b = h:1 ") = %+v, %v, want b at h:1`, a, err)
+	}
+	for _, s := range []string{" = h:1", "\t=h:1"} {
+		var bad *fleet.ConfigError
+		if _, err := fleet.ParseAgent(s); !errors.As(err, &bad) || !strings.Contains(err.Error(), "NAME=HOST:PORT") {
+			t.Errorf("ParseAgent(%q) = %v, want a *ConfigError asking for NAME=HOST:PORT", s, err)
+		}
 	}
 }
 

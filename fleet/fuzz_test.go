@@ -9,9 +9,10 @@ import (
 )
 
 // FuzzParseAgent: ParseAgent either returns an entry with a name and
-// host:port addresses, or a *ConfigError; it never panics.
+// host:port addresses, spaces around each trimmed, or a *ConfigError; it
+// never panics.
 func FuzzParseAgent(f *testing.F) {
-	for _, s := range []string{"box=127.0.0.1:9788", "box=a:1,b:2", "=x:1", "box=", "box", "b=[::1]:9788", " b = h:1 "} {
+	for _, s := range []string{"box=127.0.0.1:9788", "box=a:1,b:2", "=x:1", "box=", "box", "b=[::1]:9788", " b = h:1 ", " = h:1", "\tbox\t=\th:1", "box = a:1 , b:2", "box= ", "box=a:1,"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -22,8 +23,13 @@ func FuzzParseAgent(f *testing.F) {
 			}
 			return
 		}
-		if a.Name == "" || len(a.Addresses) == 0 || strings.Contains(a.Name, "=") {
+		if a.Name == "" || a.Name != strings.TrimSpace(a.Name) || len(a.Addresses) == 0 || strings.Contains(a.Name, "=") {
 			t.Fatalf("ParseAgent(%q) = %+v", s, a)
+		}
+		for _, addr := range a.Addresses {
+			if addr != strings.TrimSpace(addr) {
+				t.Fatalf("ParseAgent(%q): address %q is not trimmed", s, addr)
+			}
 		}
 	})
 }
