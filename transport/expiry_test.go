@@ -20,7 +20,7 @@ func (d *deadlineCounter) SetReadDeadline(t time.Time) error {
 	return d.Conn.SetReadDeadline(t)
 }
 
-// A peer heard from every 15 s keeps the connection, whose read deadline
+// A peer heard from every 14 s keeps the connection, whose read deadline
 // moves once per expiry (when it passes) rather than on every heartbeat
 // received: at 10,000 agents that is 10,000 timer updates a round saved.
 // The connection still expires exactly ExpiryTimeout after the last byte.
@@ -33,20 +33,23 @@ func TestExpiryMovesTheReadDeadlineOnlyWhenItPasses(t *testing.T) {
 		c := NewConn(nc, Options{})
 		start := time.Now()
 		enc := NewEncoder(b)
-		for range 12 { // 3 minutes of heartbeats, the last at 180 s
-			time.Sleep(15 * time.Second)
+		// Every 14 s (not 15: a deadline passing at the very instant a
+		// byte arrives could go either way), the last at 182 s.
+		for range 13 {
+			time.Sleep(14 * time.Second)
 			if err := enc.Encode(&HeartbeatFrame{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		synctest.Wait()
 		if c.Err() != nil {
-			t.Fatalf("closed at %v although the peer beat every 15 s: %v", time.Since(start), c.Err())
+			t.Fatalf("closed at %v although the peer beat every 14 s: %v", time.Since(start), c.Err())
 		}
-		// Set at 0 (as opened) and moved as each passed: at 45, 90, 135
-		// and 180 s.
+		// Set at 0 (as opened) and moved as each passed, to 45 s after
+		// the last heartbeat then: at 45 (to 87), 87 (to 129), 129 (to
+		// 171) and 171 s (to 213).
 		if got := nc.set.Load(); got != 5 {
-			t.Errorf("read deadline set %d times in 180 s of heartbeats every 15 s, want 5 (one when opened, one per 45 s)", got)
+			t.Errorf("read deadline set %d times in 182 s of heartbeats every 14 s, want 5 (one when opened, one as each passed)", got)
 		}
 		wantExpiredAfter(t, c, time.Now(), DefaultExpiryTimeout)
 	})
