@@ -537,7 +537,8 @@ func changeOf(c fleet.Change) controlapi.Change {
 	var data any
 	switch {
 	case c.WorkerEvent != nil:
-		out.Data = c.WorkerEvent.Raw()
+		// Written out by the watch only for a reader that needs it whole.
+		out.Worker = workerEvent{*c.WorkerEvent}
 	case c.Report != nil:
 		data = controlapi.TaskDone{Seq: c.Report.Seq, Status: c.Report.Status, Summary: c.Report.Summary, LastAssistantMessage: c.Report.LastAssistantMessage}
 	case c.UI != nil:
@@ -547,6 +548,17 @@ func changeOf(c fleet.Change) controlapi.Change {
 		out.Data, _ = json.Marshal(data)
 	}
 	return out
+}
+
+// workerEvent is a fleet event as the control API's watch reads it.
+type workerEvent struct{ fleet.Event }
+
+func (e workerEvent) DeltaAfter(prev controlapi.WorkerEvent) (json.RawMessage, bool) {
+	p, ok := prev.(workerEvent)
+	if !ok {
+		return nil, false
+	}
+	return e.Event.DeltaAfter(p.Event)
 }
 
 // Rebundle switches the bundle and reports what the instance runs now.

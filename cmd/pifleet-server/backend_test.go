@@ -123,8 +123,8 @@ func TestChangeConversion(t *testing.T) {
 		t.Errorf("ui change: %+v %s", c, c.Data)
 	}
 	c = changeOf(fleet.Change{Kind: fleet.ChangeEvent, WorkerEvent: new(fleet.NewEvent("", "", "agent_end", []byte(`{"type":"agent_end"}`), time.Time{}))})
-	if string(c.Data) != `{"type":"agent_end"}` {
-		t.Errorf("event change: %s", c.Data)
+	if c.Data != nil || c.Worker == nil || string(c.Worker.Raw()) != `{"type":"agent_end"}` {
+		t.Errorf("event change: %s %v", c.Data, c.Worker)
 	}
 	c = changeOf(fleet.Change{Kind: fleet.ChangeTaskDone, TaskID: "t", Report: &fleet.TaskReport{Seq: 2, Status: "settled", Summary: "ok"}})
 	if string(c.Data) != `{"seq":2,"status":"settled","summary":"ok"}` {

@@ -24,6 +24,9 @@ type Client struct {
 	base  string
 	hc    *http.Client
 	token string
+	// wholeWatch opens the watch as a client that does not ask for
+	// deltas (the tests' and benchmarks' old-style watcher).
+	wholeWatch bool
 }
 
 // ClientOption configures a Client.
@@ -432,24 +435,36 @@ func withQuery(path string, q url.Values) string {
 
 // Watch opens the change stream. It returns once the server confirmed the
 // subscription, so no change after Watch returned is missed. Cancel ctx or
-// Close the stream to end it.
+// Close the stream to end it. The stream carries a worker's streamed
+// updates as deltas, which Next rebuilds: its changes are those of a
+// stream without.
 func (c *Client) Watch(ctx context.Context) (*Stream, error) {
-	es, err := c.openEvents(ctx, "/watch", "watch")
+	path := withQuery("/watch", url.Values{WatchDeltasParam: {"1"}})
+	if c.wholeWatch {
+		path = "/watch"
+	}
+	es, err := c.openEvents(ctx, path, "watch")
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{es}, nil
+	return &Stream{eventStream: es, deltas: newDeltaRebuilder()}, nil
 }
 
 // Stream is an open watch.
-type Stream struct{ *eventStream }
+type Stream struct {
+	*eventStream
+	deltas *deltaRebuilder
+}
 
 // Next returns the next change. It returns io.EOF when the server ended
-// the stream, or the context's error after cancellation.
+// the stream, or the context's error after cancellation; an error that
+// wraps ErrWatchDelta when a streamed update cannot be rebuilt.
 func (s *Stream) Next() (Change, error) {
-	var c Change
-	err := s.next(&c)
-	return c, err
+	var w wireChange
+	if err := s.next(&w); err != nil {
+		return Change{}, err
+	}
+	return s.deltas.rebuild(w)
 }
 
 // eventStream is an open stream of server-sent events, one JSON value per

@@ -63,7 +63,11 @@
 // The watch stream opens with the comment ": watching" once subscribed,
 // then sends each change as "id: SEQ", "event: KIND", "data: JSON". Seq
 // counts the changes of that stream from 1; a Change of kind dropped says
-// how many the server lost because the reader was slow.
+// how many the server lost because the reader was slow. With ?deltas=1
+// (what Client.Watch asks for) a streamed message_update that changes the
+// same worker's event before it comes as that change ("delta") instead of
+// whole, so an answer of n characters costs the watcher O(n) bytes, not
+// O(n²); Stream.Next rebuilds the whole event.
 //
 // # Errors
 //

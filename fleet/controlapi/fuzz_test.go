@@ -2,6 +2,7 @@ package controlapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -140,6 +141,46 @@ func FuzzReadToken(f *testing.F) {
 		tok, err := ReadToken(path)
 		if err == nil && (tok == "" || tok != strings.TrimSpace(content)) {
 			t.Fatalf("ReadToken(%q) = %q", content, tok)
+		}
+	})
+}
+
+// FuzzWatchDelta feeds a watch stream's rebuilder arbitrary changes
+// after a real streamed update: it must never panic, and what it accepts
+// comes out as JSON.
+func FuzzWatchDelta(f *testing.F) {
+	f.Add(`{"seq":3,"kind":"event","instanceId":"i","event":"message_update","delta":["more"]}`)
+	f.Add(`{"seq":3,"kind":"event","instanceId":"i","event":"message_update","delta":{"u":{"type":"text_delta","delta":"<script>"},"o":[[[1,0,1],"d"]]}}`)
+	f.Add(`{"seq":3,"kind":"event","instanceId":"i","event":"message_update","delta":{"u":{},"o":[[[9,9],"v",1]]}}`)
+	f.Add(`{"seq":3,"kind":"event","instanceId":"other","delta":["x"]}`)
+	f.Add(`{"seq":3,"kind":"dropped","delta":["x"]}`)
+	f.Add(`{"seq":3,"kind":"event","instanceId":"i","data":{},"delta":["x"]}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		r := newDeltaRebuilder()
+		var base []wireChange
+		for _, c := range answerChanges("i", "hello, this is a streamed answer")[:3] {
+			base = append(base, wireChange{Change: Change{Kind: c.Kind, InstanceID: c.InstanceID, Event: c.Event, Data: c.Worker.Raw()}})
+		}
+		for _, w := range base {
+			if _, err := r.rebuild(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for line := range strings.SplitSeq(s, "\n") {
+			var w wireChange
+			if json.Unmarshal([]byte(line), &w) != nil {
+				continue
+			}
+			c, err := r.rebuild(w)
+			if err != nil {
+				if !errors.Is(err, ErrWatchDelta) {
+					t.Fatalf("error %v does not wrap ErrWatchDelta", err)
+				}
+				continue
+			}
+			if c.Data != nil && !json.Valid(c.Data) {
+				t.Fatalf("rebuilt data that is not JSON: %q", c.Data)
+			}
 		}
 	})
 }

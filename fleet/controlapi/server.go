@@ -673,7 +673,8 @@ func (s *Server) webLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // watch streams changes as server-sent events: "id: SEQ", "event: KIND",
-// "data: CHANGE-JSON" per change.
+// "data: CHANGE-JSON" per change; with ?deltas=1, streamed updates as
+// deltas (watchdelta.go).
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -695,11 +696,15 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	flusher.Flush()
+	var coder *deltaCoder
+	if r.URL.Query().Get(WatchDeltasParam) == "1" {
+		coder = &deltaCoder{last: map[string]WorkerEvent{}}
+	}
 	var seq uint64
 	write := func(c Change) bool {
 		seq++
 		c.Seq = seq
-		if err := writeEvent(w, c); err != nil {
+		if err := writeEvent(w, coder.code(c)); err != nil {
 			s.log.Debug().Err(err).Msg("watch stream ended")
 			return false
 		}
@@ -732,7 +737,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeEvent(w io.Writer, c Change) error {
+func writeEvent(w io.Writer, c wireChange) error {
 	data, err := json.Marshal(c)
 	if err != nil {
 		return err

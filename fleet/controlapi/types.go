@@ -613,6 +613,24 @@ type Change struct {
 	Data json.RawMessage `json:"data,omitempty"`
 	// Count is the number of lost changes (dropped).
 	Count uint64 `json:"count,omitempty"`
+	// Worker, which a backend may set on an event change instead of Data,
+	// is the worker event as the backend holds it: the watch writes it out
+	// only for a reader that needs it whole, and sends a reader that asked
+	// for deltas a streamed update as its change to the event before it.
+	// It is not part of the JSON; a client's Change has Data.
+	Worker WorkerEvent `json:"-"`
+}
+
+// WorkerEvent is a worker event as a backend holds it: pifleet-server's
+// adapter over fleet.Event implements it.
+type WorkerEvent interface {
+	// Raw returns the event's bytes, verbatim.
+	Raw() json.RawMessage
+	// DeltaAfter returns the event as a change to prev, the instance's
+	// event before it: one entry of an event_delta frame's updates
+	// (docs/protocol.md) that rebuilds the event from prev's bytes alone.
+	// ok is false when the event is not such a change (it goes whole).
+	DeltaAfter(prev WorkerEvent) (entry json.RawMessage, ok bool)
 }
 
 // CheckResult is the outcome of one doctor check.
