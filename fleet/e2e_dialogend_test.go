@@ -28,7 +28,7 @@ func TestADialogThatTimesOutIsDroppedAtOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reg, bundle := registryFor(t, kind)
 			frozen := time.Now()
-			tf, ps := fleetWithAgent(t, kind, reg, nil, fleet.WithClock(func() time.Time { return frozen }))
+			tf, ps, _ := fleetWithAgent(t, kind, reg, nil, fleet.WithClock(func() time.Time { return frozen }))
 			inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 			if err != nil {
 				t.Fatal(err)

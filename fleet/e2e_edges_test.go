@@ -29,17 +29,13 @@ func TestEveryLiveStateEndsWithItsWorker(t *testing.T) {
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
 	publish(t, reg, "strict", `{"review":{"maxRejects":0}}`)
-	var stateDir string
-	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) {
-		stateDir = c.StateDir
+	tf, ps, stateDir := fleetWithAgent(t, pitest.Scripted, reg, func(c *agent.Config) {
 		// A worker whose environment says so does not hear its stdin
 		// close, as a hung pi would not: only the kill after the grace
 		// period ends it.
 		c.PiCommand = append([]string{"/bin/sh", "-c",
 			`if [ -n "$PIFLEET_TEST_DEAF" ]; then { cat; exec sleep 600; } | "$0" "$@"; exit; fi; exec "$0" "$@"`}, c.PiCommand...)
 	})
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
-	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 
 	spawnWith := func(t *testing.T, bundle string, env map[string]string) *fleet.Instance {
 		t.Helper()

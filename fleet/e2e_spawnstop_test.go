@@ -21,7 +21,6 @@ import (
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/e2ekit"
 	"example.com/pifleet/internal/pitest"
-	"example.com/pifleet/transport"
 )
 
 // A user can stop a worker at any moment of its spawn, with the real
@@ -35,17 +34,13 @@ func TestStopDuringTheSpawn(t *testing.T) {
 	}
 	reg := t.TempDir()
 	publish(t, reg, "plain", `{}`)
-	var stateDir string
-	addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) {
-		stateDir = c.StateDir
+	tf, ps, stateDir := fleetWithAgent(t, pitest.Scripted, reg, func(c *agent.Config) {
 		// A worker whose environment says so tells the test its pid (on
 		// the fifo PIFLEET_TEST_HANG names), then never answers: its
 		// spawn waits for the first get_state.
 		c.PiCommand = append([]string{"/bin/sh", "-c",
 			`if [ -n "$PIFLEET_TEST_HANG" ]; then echo $$ > "$PIFLEET_TEST_HANG"; exec sleep 600; fi; exec "$0" "$@"`}, c.PiCommand...)
 	})
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}})
-	tf.waitAgent(t, "worker-01", transport.StateEstablished)
 	down := "http://" + refusedAddr(t)
 
 	// hang starts a spawn whose worker hangs, and returns the spawn's id

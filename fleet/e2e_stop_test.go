@@ -31,13 +31,20 @@ func registryFor(t *testing.T, kind pitest.Kind) (reg, bundle string) {
 }
 
 // fleetWithAgent runs the real agent daemon with workers of kind (mod
-// has a last word on its configuration) and a fleet connected to it.
-func fleetWithAgent(t *testing.T, kind pitest.Kind, reg string, mod func(*agent.Config), opts ...fleet.Option) (*testFleet, pitest.Spec) {
+// has a last word on its configuration) and a fleet connected to it. It
+// returns the agent's state directory too, where e2ekit finds its shims
+// and workers.
+func fleetWithAgent(t *testing.T, kind pitest.Kind, reg string, mod func(*agent.Config), opts ...fleet.Option) (tf *testFleet, ps pitest.Spec, agentState string) {
 	t.Helper()
-	addr, ps := startAgentWith(t, kind, reg, mod)
-	tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}}, opts...)
+	addr, ps := startAgentWith(t, kind, reg, func(c *agent.Config) {
+		agentState = c.StateDir
+		if mod != nil {
+			mod(c)
+		}
+	})
+	tf = startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}}, opts...)
 	tf.waitAgent(t, "worker-01", transport.StateEstablished)
-	return tf, ps
+	return tf, ps, agentState
 }
 
 // settleWithin bounds how long a prompt that runs an extension command
@@ -57,7 +64,7 @@ func TestStopAlwaysWorks(t *testing.T) {
 	for name, kind := range workerKinds {
 		t.Run(name, func(t *testing.T) {
 			reg, bundle := registryFor(t, kind)
-			tf, ps := fleetWithAgent(t, kind, reg, nil, func(c *fleet.Config) { c.AbortTimeout = time.Second })
+			tf, ps, _ := fleetWithAgent(t, kind, reg, nil, func(c *fleet.Config) { c.AbortTimeout = time.Second })
 			inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 			if err != nil {
 				t.Fatal(err)

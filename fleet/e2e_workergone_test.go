@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"example.com/pifleet/fleet"
-	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/internal/e2ekit"
 )
 
@@ -34,8 +33,7 @@ func TestWorkerDeathIsKnownAtOnce(t *testing.T) {
 	for name, kind := range workerKinds {
 		t.Run(name, func(t *testing.T) {
 			reg, bundle := registryFor(t, kind)
-			var stateDir string
-			tf, ps := fleetWithAgent(t, kind, reg, func(c *agent.Config) { stateDir = c.StateDir })
+			tf, ps, stateDir := fleetWithAgent(t, kind, reg, nil)
 			spawn := func() *fleet.Instance {
 				inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: bundle})
 				if err != nil {
