@@ -169,20 +169,7 @@ func TestScriptedStreamRebuildsIdentically(t *testing.T) {
 }
 
 func TestRecordedPiStreamRebuildsIdentically(t *testing.T) {
-	f, err := os.Open("../../../transport/pirpc/testdata/pi-0.73.1-transcript.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var raw [][]byte
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		raw = append(raw, append([]byte(nil), sc.Bytes()...))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	raw := recordedPi(t)
 	got, _ := relay(t, raw, 8, nil)
 	checkSame(t, raw, got)
 	// The codec must have coded pi's own updates, not sent them whole.
