@@ -320,10 +320,10 @@ func TestSessionEntries(t *testing.T) {
 	}
 }
 
-// Seed §7 review cycle: task_reject sends the feedback into the same
-// session (history intact) under the same task id; task_accept with stop
-// stops the worker; deliver other than none is refused.
-func TestRejectThenAccept(t *testing.T) {
+// draftDone dials a fresh agent, spawns a worker and runs task t-rev to
+// its acknowledged task_done: the draft a rejection then revises.
+func draftDone(t *testing.T) (*client, transport.InstanceInfo, *transport.TaskDoneFrame) {
+	t.Helper()
 	h := newHarness(t, hopts{})
 	c := h.dial(t)
 	c.hello()
@@ -331,8 +331,16 @@ func TestRejectThenAccept(t *testing.T) {
 	c.rpc(inst.InstanceID, "t-rev", prompt("p", "say: draft"))
 	td := nextOf[*transport.TaskDoneFrame](c, nil)
 	c.ack(td)
+	return c, inst, td
+}
+
+// Seed §7 review cycle: task_reject sends the feedback into the same
+// session (history intact) under the same task id; task_accept with stop
+// stops the worker; deliver other than none is refused.
+func TestRejectThenAccept(t *testing.T) {
+	c, _, td := draftDone(t)
 	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: revised"})
-	td2 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
+	td2 := awaitTaskDone(c, td)
 	if td2.TaskID != "t-rev" || td2.LastAssistantMessage != "revised" {
 		t.Fatalf("revision %+v", td2)
 	}
@@ -670,15 +678,9 @@ func TestRebundleRestartFailsKeepsA(t *testing.T) {
 // agent carries a rejection id out once, so the worker revises once, and
 // the next rejection, under a new id, is the next revision.
 func TestTaskRejectWithTheSameRejectionIDRevisesOnce(t *testing.T) {
-	h := newHarness(t, hopts{})
-	c := h.dial(t)
-	c.hello()
-	inst := c.mustSpawn("s", h.cwd, "default", nil)
-	c.rpc(inst.InstanceID, "t-rev", prompt("p", "say: draft"))
-	td := nextOf[*transport.TaskDoneFrame](c, nil)
-	c.ack(td)
+	c, inst, td := draftDone(t)
 	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: revised", RejectionID: "t-rev#1"})
-	td2 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq })
+	td2 := awaitTaskDone(c, td)
 	if td2.LastAssistantMessage != "revised" {
 		t.Fatalf("revision %+v", td2)
 	}
@@ -686,7 +688,7 @@ func TestTaskRejectWithTheSameRejectionIDRevisesOnce(t *testing.T) {
 	// The restarted server's resend, then its next rejection.
 	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: revised", RejectionID: "t-rev#1"})
 	c.send(&transport.TaskRejectFrame{TaskID: "t-rev", Feedback: "say: third", RejectionID: "t-rev#2"})
-	td3 := nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool { return f.Seq != td.Seq && f.Seq != td2.Seq })
+	td3 := awaitTaskDone(c, td, td2)
 	if td3.LastAssistantMessage != "third" {
 		t.Fatalf("after the resent rejection the worker revised again: %+v", td3)
 	}

@@ -596,6 +596,13 @@ func (c *client) ack(f *transport.TaskDoneFrame) {
 	c.send(&transport.TaskDoneAckFrame{TaskID: f.TaskID, Seq: f.Seq})
 }
 
+// awaitTaskDone returns the next task_done on c that is none of before.
+func awaitTaskDone(c *client, before ...*transport.TaskDoneFrame) *transport.TaskDoneFrame {
+	return nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool {
+		return !slices.ContainsFunc(before, func(b *transport.TaskDoneFrame) bool { return b.Seq == f.Seq })
+	})
+}
+
 // mkfifo makes a named pipe the worker's tools can block on, so that a
 // test decides when a run ends without sleeping.
 func mkfifo(t testing.TB, dir, name string) string {

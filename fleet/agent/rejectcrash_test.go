@@ -4,7 +4,6 @@ package agent
 
 import (
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
@@ -146,13 +145,6 @@ func (r *draftRun) restart(t *testing.T) *client {
 	r.c = dialAddr(t, r.p.addr, "")
 	r.c.hello()
 	return r.c
-}
-
-// awaitTaskDone returns the next task_done on c that is none of before.
-func awaitTaskDone(c *client, before ...*transport.TaskDoneFrame) *transport.TaskDoneFrame {
-	return nextOf[*transport.TaskDoneFrame](c, func(f *transport.TaskDoneFrame) bool {
-		return !slices.ContainsFunc(before, func(b *transport.TaskDoneFrame) bool { return b.Seq == f.Seq })
-	})
 }
 
 // awaitRevision waits on d for the settled task_done of t-rej after the

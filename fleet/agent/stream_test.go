@@ -93,18 +93,7 @@ func streamPrompt(n int) string {
 // A server that reads event_delta rebuilds exactly the events a server
 // that does not gets whole, from the same worker at the same time.
 func TestStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
-	h := newHarness(t, hopts{})
-	whole := h.dialPifleet(t)
-	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
-	whole.hello()
-	delta.hello()
-	inst := whole.mustSpawn("s", h.cwd, "default", nil)
-	id := inst.InstanceID
-	whole.rpc(id, "", prompt("p", streamPrompt(3000)))
-	w, d := newStreamed(t, whole), newStreamed(t, delta)
-	w.until(id, `"type":"agent_end"`)
-	d.until(id, `"type":"agent_end"`)
-	checkStreamsMatch(t, w, d)
+	w, d := streamToBoth(t, newHarness(t, hopts{}), deltaCaps, "default", nil, streamPrompt(3000))
 	if w.deltas != 0 || d.deltas == 0 {
 		t.Fatalf("event_delta frames: %d to the whole server, %d to the delta one", w.deltas, d.deltas)
 	}
@@ -118,21 +107,31 @@ func TestStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
 // pifleet server of before references) gets turn_end and agent_end
 // whole, and the rest rebuilt as before.
 func TestServerWithoutReferencesGetsRepeatedMessagesWhole(t *testing.T) {
-	h := newHarness(t, hopts{})
-	whole := h.dialPifleet(t)
-	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}})
-	whole.hello()
-	delta.hello()
-	inst := whole.mustSpawn("s", h.cwd, "default", nil)
-	id := inst.InstanceID
-	whole.rpc(id, "", prompt("p", streamPrompt(1000)))
-	w, d := newStreamed(t, whole), newStreamed(t, delta)
-	w.until(id, `"type":"agent_end"`)
-	d.until(id, `"type":"agent_end"`)
-	checkStreamsMatch(t, w, d)
+	noRefs := []string{transport.CapabilityPifleet, transport.CapabilityEventDelta}
+	_, d := streamToBoth(t, newHarness(t, hopts{}), noRefs, "default", nil, streamPrompt(1000))
 	if d.deltas == 0 || d.refs != 0 || d.whole["turn_end"] < 2 || d.whole["agent_end"] != 1 {
 		t.Fatalf("%d event_delta frames, %d references, whole events %v", d.deltas, d.refs, d.whole)
 	}
+}
+
+// streamToBoth spawns a worker of bundle on h (mod, when set, adjusts its
+// spawn) and has it answer prompt text, while two servers are connected:
+// one reading events whole, one reading event_delta with caps. It returns
+// what each made of the answer, once each has its agent_end, and checks
+// that the two match (checkStreamsMatch).
+func streamToBoth(t *testing.T, h *harness, caps []string, bundle string, mod func(*transport.SpawnFrame), text string) (w, d *streamed) {
+	t.Helper()
+	whole := h.dialPifleet(t)
+	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: caps})
+	whole.hello()
+	delta.hello()
+	id := whole.mustSpawn("s", h.cwd, bundle, mod).InstanceID
+	whole.rpc(id, "", prompt("p", text))
+	w, d = newStreamed(t, whole), newStreamed(t, delta)
+	w.until(id, `"type":"agent_end"`)
+	d.until(id, `"type":"agent_end"`)
+	checkStreamsMatch(t, w, d)
+	return w, d
 }
 
 func checkStreamsMatch(t *testing.T, w, d *streamed) {
@@ -191,19 +190,9 @@ func TestStreamJoinedMidAnswerRebuildsCorrectly(t *testing.T) {
 // The real pi's streamed answer rebuilds identically too.
 func TestRealPiStreamedOutputRebuildsToTheWholeEvents(t *testing.T) {
 	h, srv := realPiHarness(t)
-	whole := h.dialPifleet(t)
-	delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: deltaCaps})
-	whole.hello()
-	delta.hello()
-	inst := whole.mustSpawn("s", h.cwd, "faux", func(f *transport.SpawnFrame) {
+	_, d := streamToBoth(t, h, deltaCaps, "faux", func(f *transport.SpawnFrame) {
 		f.Env = map[string]string{"PI_FLEET_SERVER": srv.URL}
-	})
-	id := inst.InstanceID
-	whole.rpc(id, "", prompt("p", streamPrompt(2000)))
-	w, d := newStreamed(t, whole), newStreamed(t, delta)
-	w.until(id, `"type":"agent_end"`)
-	d.until(id, `"type":"agent_end"`)
-	checkStreamsMatch(t, w, d)
+	}, streamPrompt(2000))
 	if d.deltas == 0 || d.refs < 3 {
 		t.Fatalf("%d event_delta frames, %d events referring to messages sent before, from the real pi's stream", d.deltas, d.refs)
 	}

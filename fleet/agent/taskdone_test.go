@@ -189,23 +189,9 @@ func TestCrashAborts_82(t *testing.T) {
 // re-adopted is listed lost with its session path, and its open task ends
 // with a durable aborted task_done.
 func TestPreviousLifeLost_83(t *testing.T) {
-	dir := shortDir(t, "pa")
-	st, err := agentstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []agentstore.Instance{
-		{InstanceID: "i-aaaaaaaaaaaa", Cwd: "/w/a", State: transport.InstanceRunning, TaskID: "t-old", SessionPath: "/s/a.jsonl"},
-		{InstanceID: "i-bbbbbbbbbbbb", Cwd: "/w/b", State: transport.InstanceRunning, SessionPath: "/s/b.jsonl"},
-	} {
-		if _, err := st.PutInstance(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.Close()
-	h := newHarness(t, hopts{stateDir: dir})
-	c := h.dial(t)
-	c.hello()
+	c := agentAfter(t,
+		agentstore.Instance{InstanceID: "i-aaaaaaaaaaaa", Cwd: "/w/a", State: transport.InstanceRunning, TaskID: "t-old", SessionPath: "/s/a.jsonl"},
+		agentstore.Instance{InstanceID: "i-bbbbbbbbbbbb", Cwd: "/w/b", State: transport.InstanceRunning, SessionPath: "/s/b.jsonl"})
 	td := nextOf[*transport.TaskDoneFrame](c, nil)
 	if td.TaskID != "t-old" || td.InstanceID != "i-aaaaaaaaaaaa" || td.Status != transport.TaskAborted {
 		t.Fatalf("task_done = %+v", td)
@@ -249,19 +235,8 @@ func TestOwnerPreferred_84(t *testing.T) {
 // could write the report again). The next agent reports the task aborted
 // instead of forgetting it with the instance.
 func TestEndedInstanceWithAnOpenTaskReportsIt(t *testing.T) {
-	dir := shortDir(t, "pa")
-	st, err := agentstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.PutInstance(agentstore.Instance{InstanceID: "i-0123456789ab", Cwd: t.TempDir(),
-		State: transport.InstanceExited, TaskID: "t-unstored", TaskOwner: "o"}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	h := newHarness(t, hopts{stateDir: dir})
-	c := h.dial(t)
-	c.hello()
+	c := agentAfter(t, agentstore.Instance{InstanceID: "i-0123456789ab", Cwd: t.TempDir(),
+		State: transport.InstanceExited, TaskID: "t-unstored", TaskOwner: "o"})
 	td := nextOf[*transport.TaskDoneFrame](c, nil)
 	if td.TaskID != "t-unstored" || td.Status != transport.TaskAborted {
 		t.Fatalf("task_done %+v", td)
@@ -270,4 +245,27 @@ func TestEndedInstanceWithAnOpenTaskReportsIt(t *testing.T) {
 	if l := c.roundTrip("l").Instances; len(l) != 0 {
 		t.Errorf("the ended instance is still listed: %+v", l)
 	}
+}
+
+// agentAfter starts an agent on a state directory that holds the
+// instance records a previous life left, and returns a connection to it,
+// its hello done.
+func agentAfter(t *testing.T, records ...agentstore.Instance) *client {
+	t.Helper()
+	dir := shortDir(t, "pa")
+	st, err := agentstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records {
+		if _, err := st.PutInstance(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := newHarness(t, hopts{stateDir: dir}).dial(t)
+	c.hello()
+	return c
 }
