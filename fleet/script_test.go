@@ -99,6 +99,9 @@ type scriptPeer struct {
 	spawns []func()                     // spawned answers held by "hold spawned"
 	stops  []func()                     // stopped answers held by "hold stopped"
 	ignore map[string]bool              // frame types recv does not print
+	// backlog holds the frames a sync read past, for recv to see first.
+	backlog []transport.Frame
+	syncs   int
 }
 
 func runScript(t *testing.T, lines []string) []string {
@@ -129,7 +132,8 @@ func runScript(t *testing.T, lines []string) []string {
 // Go-quoted strings; AGENT is a peer's name, INST an instance id (the
 // peer mints i-<agent>-<n>), TASK a task's name (t1, …).
 var scriptCommands = map[string]func(r *scriptRun, ctx context.Context, args []string) ([]string, error){
-	// agent NAME pifleet|v1: a scripted agent listening on loopback.
+	// agent NAME pifleet|v1 [CAPABILITY…]: a scripted agent listening
+	// on loopback, announcing the extra capabilities.
 	"agent": (*scriptRun).cmdAgent,
 	// start: a fleet over every agent declared, on the run's state
 	// directory; waits until each is established. restart: Close, then
@@ -226,7 +230,7 @@ func splitWords(line string) (words []string, rest string, err error) {
 
 func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, error) {
 	if len(args) < 3 {
-		return nil, errors.New("agent NAME pifleet|v1")
+		return nil, errors.New("agent NAME pifleet|v1 [CAPABILITY…]")
 	}
 	name := args[1]
 	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{},
@@ -235,6 +239,7 @@ func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, erro
 		p.script = sp.intercept
 		p.spawnGate = sp.gateSpawn
 		p.stopGate = sp.gateStop
+		p.caps = args[3:]
 	})
 	r.peers[name] = sp
 	r.order = append(r.order, name)
@@ -478,20 +483,30 @@ func (r *scriptRun) cmdTask(ctx context.Context, args []string) ([]string, error
 }
 
 func (r *scriptRun) cmdReport(ctx context.Context, _ []string) ([]string, error) {
-	select {
-	case rep := <-r.fleet().reports:
-		return []string{r.formatReport(rep)}, nil
-	case <-time.After(scriptWait):
-		return nil, errors.New("no task_done delivered")
+	for {
+		select {
+		case rep := <-r.fleet().reports:
+			if strings.HasPrefix(rep.TaskID, syncTask+"-") {
+				continue
+			}
+			return []string{r.formatReport(rep)}, nil
+		case <-ctx.Done():
+			return nil, errors.New("no task_done delivered")
+		}
 	}
 }
 
 func (r *scriptRun) cmdNoReport(ctx context.Context, _ []string) ([]string, error) {
-	select {
-	case rep := <-r.fleet().reports:
-		return []string{"unexpected " + r.formatReport(rep)}, nil
-	default:
-		return []string{"none"}, nil
+	for {
+		select {
+		case rep := <-r.fleet().reports:
+			if strings.HasPrefix(rep.TaskID, syncTask+"-") {
+				continue
+			}
+			return []string{"unexpected " + r.formatReport(rep)}, nil
+		default:
+			return []string{"none"}, nil
+		}
 	}
 }
 
@@ -585,7 +600,7 @@ func (r *scriptRun) cmdStatus(ctx context.Context, _ []string) ([]string, error)
 	// at that moment is the scheduler's (wait agent says where one got).
 	var out []string
 	for _, in := range st.Instances {
-		s := fmt.Sprintf("instance %s %s %s", in.InstanceID, in.Agent, in.State)
+		s := fmt.Sprintf("instance %s %s %s", r.ids.clean(in.InstanceID), in.Agent, in.State)
 		if in.OpenTask != "" {
 			s += " task=" + r.ids.name(in.OpenTask)
 		}
@@ -690,7 +705,9 @@ func (r *scriptRun) cmdAwait(ctx context.Context, args []string) ([]string, erro
 //	release TYPE       answers the held ones as the peer would have
 //	reply TYPE {json}  answers the oldest held frame of TYPE with the frame
 //	hold prompts / release prompts   prompts start but settle only when released
+//	discard prompts    the held prompts never settle, new ones do
 //	spawn_error CODE "message"       answers every spawn with a spawn_error
+//	sync               waits until the fleet handled every frame sent before
 //	drop               closes the connection (the fleet redials)
 //	down / up          refuses connections (closing the one it has) / accepts again
 //	forget INST / state INST STATE   what the peer lists of a worker
@@ -725,6 +742,11 @@ func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest 
 		return nil, nil
 	case "release":
 		return nil, p.release(arg(0))
+	case "discard": // discard prompts: held ones never settle; new ones run
+		p.testAgentPeer.mu.Lock()
+		p.holdPrompts, p.testAgentPeer.held = false, map[string]peerRun{}
+		p.testAgentPeer.mu.Unlock()
+		return nil, nil
 	case "reply":
 		p.mu.Lock()
 		held := p.held[arg(0)]
@@ -743,11 +765,16 @@ func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest 
 		ans.Envelope().ID = fr.Envelope().ID
 		p.send(p.conn(), ans)
 		return nil, nil
-	case "spawn_error":
+	case "spawn_error": // with no code: spawns succeed again
 		p.testAgentPeer.mu.Lock()
 		p.spawnError = &transport.SpawnErrorFrame{Code: arg(0), Message: arg(1)}
+		if arg(0) == "" {
+			p.spawnError = nil
+		}
 		p.testAgentPeer.mu.Unlock()
 		return nil, nil
+	case "sync":
+		return nil, r.sync(p)
 	case "drop":
 		if c := p.conn(); c != nil {
 			_ = c.Close()
@@ -812,26 +839,66 @@ func (sp *scriptPeer) release(what string) error {
 // rpc:COMMAND (rpc:get_state).
 func (r *scriptRun) recv(p *scriptPeer, typ string) ([]string, error) {
 	var out []string
-	timeout := time.After(scriptWait)
 	for {
-		select {
-		case fr := <-p.frames:
-			kinds := frameKinds(fr)
-			p.mu.Lock()
-			ignored := slices.ContainsFunc(kinds, func(k string) bool { return p.ignore[k] })
-			p.mu.Unlock()
-			match := slices.Contains(kinds, typ)
-			if !ignored || match {
-				out = append(out, p.machine+" <- "+r.formatFrame(fr))
-			}
-			if match {
-				return out, nil
-			}
-		case <-timeout:
-			return nil, fmt.Errorf("%s got no %s frame; got %v", p.machine, typ, out)
+		fr, err := p.next()
+		if err != nil {
+			return nil, fmt.Errorf("%s got no %s frame (%w); got %v", p.machine, typ, err, out)
+		}
+		kinds := frameKinds(fr)
+		p.mu.Lock()
+		ignored := slices.ContainsFunc(kinds, func(k string) bool { return p.ignore[k] })
+		p.mu.Unlock()
+		match := slices.Contains(kinds, typ)
+		if !ignored || match {
+			out = append(out, p.machine+" <- "+r.formatFrame(fr))
+		}
+		if match {
+			return out, nil
 		}
 	}
 }
+
+// next is the next frame the peer got: the backlog's first.
+func (sp *scriptPeer) next() (transport.Frame, error) {
+	if len(sp.backlog) > 0 {
+		fr := sp.backlog[0]
+		sp.backlog = sp.backlog[1:]
+		return fr, nil
+	}
+	select {
+	case fr := <-sp.frames:
+		return fr, nil
+	case <-time.After(scriptWait):
+		return nil, errors.New("timed out")
+	}
+}
+
+// sync returns once the fleet handled every frame the peer sent before:
+// it sends a task_done of a task of its own (syncTask) and waits for its
+// ack, keeping the frames before the ack for recv. The fleet handles an
+// agent's frames in order, and a report of a task it does not know moves
+// nothing; the runner does not print its delivery.
+func (r *scriptRun) sync(p *scriptPeer) error {
+	p.syncs++
+	id := fmt.Sprintf("%s-%d", syncTask, p.syncs)
+	p.send(p.conn(), &transport.TaskDoneFrame{TaskID: id, InstanceID: "i-sync", Seq: float64(p.syncs),
+		Status: transport.TaskSettled, Summary: "sync"})
+	var before []transport.Frame
+	for {
+		fr, err := p.next()
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if ack, ok := fr.(*transport.TaskDoneAckFrame); ok && ack.TaskID == id {
+			p.backlog = append(p.backlog, before...)
+			return nil
+		}
+		before = append(before, fr)
+	}
+}
+
+// syncTask names the tasks of sync.
+const syncTask = "sync"
 
 // frameKinds are the names recv and ignore know a frame by: its type,
 // and for an rpc rpc:COMMAND too.
@@ -892,7 +959,15 @@ func (r *scriptRun) frame(js string) (transport.Frame, error) {
 		}
 		return s
 	})
-	return transport.ParseFrame([]byte(js))
+	var m map[string]any
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		return nil, fmt.Errorf("frame %s: %w", js, err)
+	}
+	if _, ok := m["v"]; !ok {
+		m["v"] = 1 // the protocol version, which a script need not say
+	}
+	raw, _ := json.Marshal(m)
+	return transport.ParseFrame(raw)
 }
 
 var taskName = regexp.MustCompile(`\$t[0-9]+`)
@@ -906,20 +981,21 @@ func (r *scriptRun) okOrErr(err error) []string {
 }
 
 // errLines prints an error: its message and the types along its chain
-// that are the package's (or transport's), which is what a caller can
-// test with errors.As or errors.Is.
+// that are the project's, which is what a caller can test with
+// errors.As (and the sentinels of errors.Is it matches).
 func (r *scriptRun) errLines(err error) []string {
 	var types []string
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		ty := reflect.TypeOf(e).String()
-		if strings.Contains(ty, "fleet.") || strings.Contains(ty, "transport.") {
-			types = append(types, ty)
+		ty := reflect.TypeOf(e)
+		named := ty
+		if named.Kind() == reflect.Pointer {
+			named = named.Elem()
+		}
+		if strings.HasPrefix(named.PkgPath(), "example.com/pifleet/") {
+			types = append(types, ty.String())
 		}
 	}
-	for _, s := range []struct {
-		err  error
-		name string
-	}{{transport.ErrClosed, "transport.ErrClosed"}, {context.DeadlineExceeded, "context.DeadlineExceeded"}} {
+	for _, s := range errorSentinels {
 		if errors.Is(err, s.err) {
 			types = append(types, s.name)
 		}
@@ -931,17 +1007,34 @@ func (r *scriptRun) errLines(err error) []string {
 	return []string{line}
 }
 
-// namer names the ids minted by the fleet (tasks) in the order they were
-// first seen, so that a transcript says t1 where the run had
-// t-mf3x…-a1b2c3.
+// errorSentinels are the errors errLines names when errors.Is matches.
+var errorSentinels = []struct {
+	err  error
+	name string
+}{
+	{fleet.ErrClosed, "ErrClosed"}, {fleet.ErrUnknownAgent, "ErrUnknownAgent"},
+	{fleet.ErrUnknownInstance, "ErrUnknownInstance"}, {fleet.ErrUnknownTask, "ErrUnknownTask"},
+	{fleet.ErrNotConnected, "ErrNotConnected"}, {fleet.ErrInvalidState, "ErrInvalidState"},
+	{fleet.ErrInstanceEnded, "ErrInstanceEnded"}, {fleet.ErrWorkerGone, "ErrWorkerGone"},
+	{fleet.ErrPromptLost, "ErrPromptLost"}, {fleet.ErrSpawn, "ErrSpawn"}, {fleet.ErrSpawnStopped, "ErrSpawnStopped"},
+	{fleet.ErrFileService, "ErrFileService"}, {fleet.ErrNotSupported, "ErrNotSupported"},
+	{transport.ErrClosed, "transport.ErrClosed"},
+	{context.Canceled, "context.Canceled"}, {context.DeadlineExceeded, "context.DeadlineExceeded"},
+}
+
+// namer names the ids minted by the fleet (tasks, spawns) in the order
+// they were first seen, so that a transcript says t1 where the run had
+// t-mf3x…-a1b2c3 (and spawn1 for a spawn's id).
 type namer struct {
 	mu    sync.Mutex
 	names map[string]string
 	ids   map[string]string
+	count map[string]int // names given, by prefix
 }
 
 var (
 	taskID    = regexp.MustCompile(`t-[0-9a-z]+-[0-9a-f]{6}`)
+	spawnID   = regexp.MustCompile(`spawn-[0-9a-f]+-[0-9a-f]+`)
 	loopback  = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 	traceID   = regexp.MustCompile(`tr-[0-9a-f]{16}`)
 	tempPaths = regexp.MustCompile(`/tmp/[^ "]*`)
@@ -951,12 +1044,17 @@ func (n *namer) name(id string) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.names == nil {
-		n.names, n.ids = map[string]string{}, map[string]string{}
+		n.names, n.ids, n.count = map[string]string{}, map[string]string{}, map[string]int{}
 	}
 	if name, ok := n.names[id]; ok {
 		return name
 	}
-	name := "t" + strconv.Itoa(len(n.names)+1)
+	prefix := "t"
+	if strings.HasPrefix(id, "spawn-") {
+		prefix = "spawn"
+	}
+	n.count[prefix]++
+	name := prefix + strconv.Itoa(n.count[prefix])
 	n.names[id], n.ids[name] = name, id
 	return name
 }
@@ -968,9 +1066,11 @@ func (n *namer) real(name string) (string, bool) {
 	return id, ok
 }
 
-// clean names the task ids in s and drops what differs between runs.
+// clean names the task and spawn ids in s and drops what differs
+// between runs.
 func (n *namer) clean(s string) string {
 	s = taskID.ReplaceAllStringFunc(s, n.name)
+	s = spawnID.ReplaceAllStringFunc(s, n.name)
 	s = loopback.ReplaceAllString(s, "ADDR")
 	s = traceID.ReplaceAllString(s, "TRACE")
 	return tempPaths.ReplaceAllString(s, "TMP")
