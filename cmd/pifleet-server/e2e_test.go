@@ -110,14 +110,7 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	run := func(args ...string) string {
-		t.Helper()
-		status, out, errOut := runCLI(t, append(args, api)...)
-		if status != 0 {
-			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
-		}
-		return out
-	}
+	run := cliOK(t, api)
 
 	run("trust", "set", "box", "steer")
 	awaitAgentState(t, c, "box", "established")

@@ -19,6 +19,19 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return status, out.String(), errOut.String()
 }
 
+// cliOK returns a runner of the command line against the control API
+// flag api: it returns stdout, and fails the test on a non-zero status.
+func cliOK(t *testing.T, api string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		status, out, errOut := runCLI(t, append(args, api)...)
+		if status != 0 {
+			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
+		}
+		return out
+	}
+}
+
 func source(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()

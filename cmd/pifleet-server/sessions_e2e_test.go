@@ -68,14 +68,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 		Agent: []string{"box=" + startWorkerAgent(t, reg), "gone=" + closedPort(t)}, WhoisStatic: []string{"127.0.0.1=box"}}
 	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	run := func(args ...string) string {
-		t.Helper()
-		status, out, errOut := runCLI(t, append(args, api)...)
-		if status != 0 {
-			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
-		}
-		return out
-	}
+	run := cliOK(t, api)
 	runJSON := func(v any, args ...string) {
 		t.Helper()
 		out := run(append(args, "--json")...)

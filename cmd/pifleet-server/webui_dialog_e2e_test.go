@@ -40,14 +40,7 @@ func TestADialogThatEndsUnansweredLeavesThePage(t *testing.T) {
 		Agent: []string{"box=" + addr}, WhoisStatic: []string{"127.0.0.1=box"}, UI: "127.0.0.1:0"}
 	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	run := func(args ...string) string {
-		t.Helper()
-		status, out, errOut := runCLI(t, append(args, api)...)
-		if status != 0 {
-			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
-		}
-		return out
-	}
+	run := cliOK(t, api)
 	run("trust", "set", "box", "steer")
 	awaitAgentState(t, c, "box", "established")
 	id := strings.TrimSpace(run("spawn", "--agent=box", "--cwd="+dir, "--bundle=default"))
@@ -55,14 +48,7 @@ func TestADialogThatEndsUnansweredLeavesThePage(t *testing.T) {
 
 	link := strings.TrimSpace(run("ui", "--no-open"))
 	ctx := browsertest.New(t, browsertest.Options{Width: 1360, Height: 900})
-	onPage := func(what, expr string) string {
-		t.Helper()
-		v, err := browsertest.Until[string](ctx, e2eWait, expr)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		return v
-	}
+	onPage := pageUntil(t, ctx)
 	if err := browsertest.Within(ctx, e2eWait, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#live.on"))); err != nil {
 		t.Fatalf("log in: %v", err)
 	}

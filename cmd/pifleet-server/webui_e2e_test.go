@@ -36,6 +36,20 @@ func gitRepo(t *testing.T) string {
 	return dir
 }
 
+// pageUntil returns a wait, at most e2eWait, until the JavaScript
+// expression is truthy on the page of ctx; it returns the expression's
+// value and fails the test, naming what it waited for, when it is not.
+func pageUntil(t *testing.T, ctx context.Context) func(what, expr string) string {
+	return func(what, expr string) string {
+		t.Helper()
+		v, err := browsertest.Until[string](ctx, e2eWait, expr)
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		return v
+	}
+}
+
 // TestWebPageDrivesARealPiWorker is the page end to end: a browser logs
 // in with the link of pifleet-server ui, spawns a real pi worker and
 // watches it go requested → provisioning → idle, sends it a tracked task,
@@ -91,14 +105,7 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	until := func(what, expr string) string {
-		t.Helper()
-		v, err := browsertest.Until[string](ctx, e2eWait, expr)
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		return v
-	}
+	until := pageUntil(t, ctx)
 	run("log in", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#live.on")))
 	browsertest.CatchErrors(t, ctx)
 	if loc, _ := browsertest.Eval[string](ctx, e2eWait, "location.href"); strings.Contains(loc, "code=") {

@@ -45,14 +45,7 @@ func TestIsolatedTaskCommands(t *testing.T) {
 		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
 	s, c := startServe(t, cmd)
 	api := "--api=" + s.API.String()
-	run := func(args ...string) string {
-		t.Helper()
-		status, out, errOut := runCLI(t, append(args, api)...)
-		if status != 0 {
-			t.Fatalf("%v: status %d\n%s%s", args, status, out, errOut)
-		}
-		return out
-	}
+	run := cliOK(t, api)
 	run("trust", "set", "box", "steer")
 	awaitAgentState(t, c, "box", "established")
 	if status, _, errOut := runCLI(t, "spawn", api, "--agent=box", "--cwd="+repo, "--bundle=default", "--branch=x"); status == 0 || !strings.Contains(errOut, "--isolate") {
