@@ -46,7 +46,8 @@ type agentState struct {
 	// waiters are requests whose answers are handled on the connection's
 	// handler goroutine (spawn, stop), keyed by request id.
 	waiters map[string]*waiter
-	// spawning maps a spawn request id to its instance until spawned.
+	// spawning maps a spawn request id to its instance until spawned;
+	// it and its instances are the core's, guarded like it (coreState).
 	spawning map[string]*instance
 	orphans  map[string][]*transport.EventFrame
 	// execs are the commands started on this connection, by exec id,
@@ -222,10 +223,12 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	// (an agent that dialled in counts itself connected only on it).
 	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
 		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities})
-	f.setDirLocked(func() { a.conn, a.lastErr = c, "" })
-	a.hello, a.identity, a.policy, a.addr = hello, id, policy, addr
+	f.setDirLocked(func() {
+		a.conn, a.lastErr = c, ""
+		a.hello, a.identity, a.policy, a.addr = hello, id, policy, addr
+		a.connectedAt = f.cfg.Now()
+	})
 	a.pifleet = slices.Contains(hello.Capabilities, transport.CapabilityPifleet)
-	a.connectedAt = f.cfg.Now()
 	f.agentsChangedLocked() // the allowed transition woke WaitAgent before a.conn was set
 	var known []*instance
 	for inst := range f.core.agentInstances(a.name) {
@@ -273,8 +276,7 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		f.mu.Unlock()
 		return
 	}
-	f.setDirLocked(func() { a.conn = nil })
-	a.lostAt = f.cfg.Now()
+	f.setDirLocked(func() { a.conn, a.lostAt = nil, f.cfg.Now() })
 	closing := f.state != lifeStarted
 	if !closing {
 		f.fireConnLocked(a, transport.EventConnectionLost, c.Err())
@@ -347,7 +349,7 @@ func await(ctx context.Context, w *waiter) (transport.Frame, error) {
 // rather than at the end of its backoff (after its operator restarted
 // it). An established agent is left as it is.
 func (f *Fleet) Retry(name string) error {
-	f.mu.Lock()
+	f.mu.lockAgents()
 	a := f.agents[name]
 	if a == nil {
 		f.mu.Unlock()

@@ -43,7 +43,7 @@ type CacheProblem struct {
 // cache-verify capability (a TypeScript agent, an older pifleet one)
 // gives ErrNotSupported.
 func (f *Fleet) VerifyCaches(ctx context.Context, machine string) ([]CacheCheck, error) {
-	f.mu.Lock()
+	f.mu.lockAgents()
 	a, c, err := f.connForLocked(machine, trust.OpView)
 	if err == nil && (!a.pifleet || !a.announces(transport.CapabilityCacheVerify)) {
 		err = fmt.Errorf("%w: %s (cache_verify)", ErrNotSupported, machine)

@@ -14,28 +14,45 @@ import (
 // holds and its driver (drive.go) changes it; nothing else reaches into
 // its maps.
 //
-// It is guarded by the fleet lock (Fleet.mu): every method is called with
-// f.mu held, or before the fleet is shared (New's restore).
+// # Locking
+//
+// The core has its own lock, mu, in the style of Fleet.dirMu: it guards
+// the maps below and every field of the instances and tasks in them (and
+// of the instances being spawned, agentState.spawning). It is written
+// holding f.mu and then mu, which f.mu.Lock takes by itself (see
+// fleetMutex): any section under the fleet lock may change the core. It
+// is read holding either: a read that needs nothing else of f.mu's (an
+// SDK getter, Status, the control API's reads) takes mu.RLock alone, and
+// so waits only for sections that may change the core, never for one
+// that deals with an agent's connection only (f.mu.lockAgents), nor for
+// another reader. A reader may take dirMu, the session set's and the
+// subscribers' locks after it, never f.mu (lock order: Fleet), and never
+// waits for the disk (lockcheck.go).
+//
+// The methods are called with f.mu held, or mu held for reading (the
+// lookups and iterations), or before the fleet is shared (New's restore).
 //
 // Instances are never removed: an ended one stays, final, so that its
 // handles and the tasks that name it keep answering. An id registered
 // again under another agent (ids are the agents' own) replaces the old
 // instance and leaves that agent's index.
 type coreState struct {
+	mu        coreMutex
 	instances map[string]*instance
 	// byAgent indexes instances by agent name, so that a connection's
 	// loss or return touches its own agent's instances only.
 	byAgent map[string]map[string]*instance
 	tasks   map[string]*task
 	// catching marks the instances whose catch-up runs; true asks it to
-	// run once more (sessions.go: scheduleCatchUpLocked). A catch-up is
+	// run once more (sessions.go: scheduleCatchUpLocked); no reader needs
+	// it without f.mu, which it is read with. A catch-up is
 	// started only while the fleet runs, with f.wg added under the same
 	// f.mu that checked the lifecycle, so that Close cannot be waiting
 	// yet, and its "once more?" is read together with the lifecycle.
 	catching map[string]bool
 	// spawnIntents are the spawns a previous life stored and never saw
 	// answered, by spawn id, until their agent's next reconcile
-	// (spawnintent.go).
+	// (spawnintent.go); read with f.mu, like catching.
 	spawnIntents map[string]serverstore.SpawnIntent
 }
 

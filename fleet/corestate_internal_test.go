@@ -1,11 +1,15 @@
 package fleet
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"example.com/pifleet/fleet/internal/serverstore"
+	"example.com/pifleet/transport"
 )
 
 // The core's indexes agree after an instance id is registered again
@@ -79,5 +83,92 @@ func TestCoreStateCatchUpsAndSpawnIntents(t *testing.T) {
 	}
 	if in, ok := c.spawnIntent("s-2"); !ok || in.Machine != "b" {
 		t.Errorf("s-2 = %+v %v, want b's", in, ok)
+	}
+}
+
+// The reads of the instances and tasks are answered while another
+// goroutine holds the fleet lock for a connection's change (lockAgents):
+// they take the core's lock alone.
+func TestCoreReadsDoNotWaitForAConnectionChange(t *testing.T) {
+	f, _ := pipedFleet(t, 1, 1)
+	defer f.Close()
+	f.mu.lockAgents()
+	done := make(chan error, 1)
+	go func() {
+		st := f.Status(t.Context())
+		if len(st.Agents) != 1 || len(st.Instances) != 1 || st.Instances[0].State != StateIdle {
+			done <- fmt.Errorf("status: agents %+v, instances %+v", st.Agents, st.Instances)
+			return
+		}
+		i, err := f.Instance("i-00000-00")
+		if err != nil {
+			done <- err
+			return
+		}
+		if s := i.State(); s != StateIdle {
+			done <- fmt.Errorf("State = %s, want idle", s)
+			return
+		}
+		if _, err := f.Task("t-none"); !errors.Is(err, ErrUnknownTask) {
+			done <- fmt.Errorf("Task(t-none) = %v, want ErrUnknownTask", err)
+			return
+		}
+		_ = f.Tasks()
+		_ = f.ListSessions(SessionFilter{})
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		f.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		f.mu.Unlock()
+		t.Fatal("a read of the core waited for the fleet lock")
+	}
+}
+
+// Status and the getters read the core while connection losses change
+// every instance (under -race: whatever they read is written under the
+// core's lock).
+func TestCoreReadsWhileInstancesChange(t *testing.T) {
+	f, peers := pipedFleet(t, 4, 5)
+	defer f.Close()
+	sub := f.Subscribe(64)
+	defer sub.Close()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		inst, err := f.Instance("i-00001-02")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.Status(t.Context())
+			_ = inst.State()
+			_ = f.Tasks()
+		}
+	}()
+	for _, p := range peers {
+		_ = p.Close()
+	}
+	for lost := 0; lost < len(peers); {
+		if c := <-sub.C; c.Kind == ChangeAgentState && c.To == string(transport.StateLost) {
+			lost++
+		}
+	}
+	close(stop)
+	<-stopped
+	for _, is := range f.Status(t.Context()).Instances {
+		if is.State != StateUnreachable {
+			t.Errorf("instance %s is %s after its connection dropped, want unreachable", is.InstanceID, is.State)
+		}
 	}
 }

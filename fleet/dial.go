@@ -62,7 +62,7 @@ func (d directory) Connected(id string) bool {
 // and trust the agent, then establish the connection. On success the
 // directory reports the connection before it returns.
 func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
-	f.mu.Lock()
+	f.mu.lockAgents()
 	a := f.agents[name]
 	if a == nil || f.state != lifeStarted {
 		f.mu.Unlock()
@@ -85,7 +85,7 @@ func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
 	dctx, cancel := context.WithTimeout(ctx, f.cfg.ConnectTimeout)
 	nc, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	cancel()
-	f.mu.Lock()
+	f.mu.lockAgents()
 	if f.state != lifeStarted {
 		// Close moved the machine to closed meanwhile: nothing to report.
 		f.mu.Unlock()
@@ -150,7 +150,7 @@ func (f *Fleet) dialAgent(ctx context.Context, name, addr string) error {
 // (trust refused it: never retried until its policy changes).
 func (f *Fleet) handshakeFailed(a *agentState, c *transport.Conn, err error) error {
 	_ = c.Close()
-	f.mu.Lock()
+	f.mu.lockAgents()
 	defer f.mu.Unlock()
 	if f.state != lifeStarted {
 		return ErrClosed // Close cut the handshake short and closed the machine

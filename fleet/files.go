@@ -198,7 +198,7 @@ func (i *Instance) Rebundle(ctx context.Context, bundleName string) error {
 
 // SearchSessions searches the pi sessions of agent machine.
 func (f *Fleet) SearchSessions(ctx context.Context, machine, query, cwd string) ([]transport.SessionHit, error) {
-	f.mu.Lock()
+	f.mu.lockAgents()
 	_, c, err := f.connForLocked(machine, trust.OpView)
 	f.mu.Unlock()
 	if err != nil {

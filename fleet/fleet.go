@@ -35,39 +35,55 @@ import (
 //
 // # Concurrency
 //
-// Every method is safe for concurrent use. The machines of all instances
-// and connections are guarded by one mutex: an event is fired while it is
-// held, and the side effect that follows (queueing a frame, persisting,
-// notifying) happens after Fire succeeded. A frame is queued on its
-// connection before the event that says it was written is fired, under
-// the same lock, so the agent's answer to it can never be handled first.
-// Frames of one agent are handled in arrival order on that connection's
-// handler goroutine.
+// Every method is safe for concurrent use. Changes to instances, tasks
+// and connections are made under one fleet-wide lock: an event is fired
+// while it is held, and the side effect that follows (queueing a frame,
+// persisting, notifying) happens after Fire succeeded. A frame is queued
+// on its connection before the event that says it was written is fired,
+// under the same lock, so the agent's answer to it can never be handled
+// first. Frames of one agent are handled in arrival order on that
+// connection's handler goroutine.
 //
-// Nothing durable is written while that mutex is held: a change of a
-// record is queued under it, in the order of the decisions, and committed
-// outside it, several in one fsync. What a change licenses waits for it to
-// be on disk (a task's prompt waits for the task's record; a method
-// returns once its changes are durable, with their error).
+// Reads that need no connection (Status, Tasks, Task and Instance
+// lookups and their getters, ListSessions) do not take that lock: they
+// wait only for a change of the instances and tasks in progress, never
+// for a connection being set up or lost, nor for each other.
+//
+// Nothing durable is written while a lock is held that other calls wait
+// for: a change of a record is queued under the fleet lock, in the order
+// of the decisions, and committed outside it, several in one fsync. What
+// a change licenses waits for it to be on disk (a task's prompt waits for
+// the task's record; a method returns once its changes are durable, with
+// their error).
 type Fleet struct {
-	// The fleet's state is kept in parts, each with its own lock, taken
-	// in this order (a lock may be taken while holding the ones above it,
-	// never the other way round):
+	// The fleet's state is kept in parts, each with its own lock and
+	// file, taken in this order (a lock may be taken while holding the
+	// ones above it, never the other way round):
 	//
 	//  1. agentState.catchUp: one agent's session catch-ups, one at a
 	//     time (held across the agent's requests).
-	//  2. mu: the lifecycle, the agents and their connections, the
-	//     instances and tasks, the catch-ups running.
-	//  3. dirMu: the agent directory as the dialer and WaitAgent read
-	//     it (see dirMu); sessions (sessionset.go): the session
-	//     projections and the repositories' HEADs; mirrors (mirrors.go):
-	//     the open session mirrors; ends (endpoints.go): the listeners
-	//     and the addresses they are reached at.
-	//  4. subs (subscribe.go): the subscriptions. Changes are published
+	//  2. mu (lockcheck.go): the fleet lock. It guards the lifecycle and
+	//     the agents' connections (agents, agent.go) and is held by every
+	//     change; mu.Lock takes the core's lock (3) after it, so that any
+	//     section under it may change the instances and tasks, and
+	//     mu.lockAgents takes mu alone, for a section that changes only a
+	//     connection.
+	//  3. core.mu (corestate.go): the instances and tasks, the catch-ups
+	//     running and the spawns a previous life left. Written under mu
+	//     and core.mu; read under either: the SDK's and the control
+	//     API's reads take core.mu alone, for reading.
+	//  4. dirMu: what the dialer, WaitAgent and Status read of the agents
+	//     (see dirMu); sessions (sessionset.go): the session projections
+	//     and the repositories' HEADs; mirrors (mirrors.go): the open
+	//     session mirrors; ends (endpoints.go): the listeners and the
+	//     addresses they are reached at.
+	//  5. subs (subscribe.go): the subscriptions. Changes are published
 	//     with mu held, so that they are seen in the order they happened.
 	//
 	// dirMu, sessions, mirrors, ends and subs take no other lock (but
-	// sessions queues writes on the state store: see sessionSet).
+	// sessions queues writes on the state store: see sessionSet). No
+	// lock of 1–3 is held while waiting for the disk (in the package's
+	// tests such a wait panics: lockcheck.go).
 	//
 	// notify (notify.go), the task_done reports waiting for the
 	// application, keysMu and randMu guard what they are named after and
@@ -100,19 +116,20 @@ type Fleet struct {
 	// agentsChanged is closed (and replaced) whenever an agent is added
 	// or its connection changes state: WaitAgent waits on it.
 	agentsChanged chan struct{}
-	// dirMu guards, together with mu, what the dialer and WaitAgent read
-	// of the agents: the map agents, each agent's addresses (addrs,
-	// source), connection machine (m), connection (conn) and last error,
-	// the lifecycle (state) and agentsChanged. They are written holding
-	// mu and then dirMu (setDirLocked, fireConnLocked,
+	// dirMu guards, together with mu, what the dialer, WaitAgent and
+	// Status read of the agents: the map agents, each agent's addresses
+	// (addrs, source), connection machine (m), connection (conn), last
+	// error, hello, identity, policy, address and times of connection
+	// and loss, the lifecycle (state) and agentsChanged. They are written
+	// holding mu and then dirMu (setDirLocked, fireConnLocked,
 	// agentsChangedLocked), and read holding either: the dialer's
-	// directory and WaitAgent take dirMu alone, so they never wait for
-	// the fleet lock.
+	// directory, WaitAgent and Status take dirMu alone, so they never
+	// wait for the fleet lock.
 	dirMu sync.Mutex
 
 	// core is the instances and tasks (corestate.go): what the
 	// decision core (core.go) decides on and its driver (drive.go)
-	// changes, guarded by mu.
+	// changes. Its lock is core.mu (above).
 	core coreState
 
 	// Sessions (sessions.go, baseline.go). The projections and HEADs
@@ -207,6 +224,7 @@ func New(opts ...Option) (*Fleet, error) {
 		subs:          newSubscribers(cfg.Now),
 		notify:        newNotifyQueue(),
 	}
+	f.mu.core = &f.core.mu
 	mu = &f.mu
 	if cfg.RegistryRoot != "" {
 		f.reg = registry.NewServer(cfg.RegistryRoot, registry.WithLogger(cfg.Logger))
@@ -456,10 +474,10 @@ func (f *Fleet) SetTrust(machine string, p trust.Policy) (trust.Decision, error)
 		return d, err
 	}
 	var drop []*transport.Conn
-	f.mu.Lock()
+	f.mu.lockAgents()
 	for _, a := range f.agents {
 		if a.established() && a.identity.Machine == machine {
-			a.policy = p
+			f.setDirLocked(func() { a.policy = p })
 			if p == trust.Deny {
 				drop = append(drop, a.conn)
 			}

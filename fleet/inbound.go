@@ -35,7 +35,7 @@ func (f *Fleet) startInbound() error {
 			// Tracked by f.wg only while the fleet runs, so that Close
 			// (which changes the state under f.mu before waiting) never
 			// races an Add.
-			f.mu.Lock()
+			f.mu.lockAgents()
 			if f.state != lifeStarted {
 				f.mu.Unlock()
 				_ = c.Close()
@@ -125,7 +125,7 @@ func (f *Fleet) acceptInbound(c *transport.Conn, remote netip.AddrPort, id ident
 		refuse(err, "refused")
 		return
 	}
-	f.mu.Lock()
+	f.mu.lockAgents()
 	a := f.agents[id.Machine]
 	if a == nil {
 		a = newAgentState(id.Machine, nil, sourceInbound)

@@ -17,7 +17,8 @@ import (
 	"example.com/pifleet/transport/trust"
 )
 
-// instance is the fleet's view of one worker; guarded by Fleet.mu.
+// instance is the fleet's view of one worker; guarded by the core's lock
+// (coreState: written under Fleet.mu too).
 type instance struct {
 	f  *Fleet
 	id string
@@ -254,11 +255,14 @@ func (inst *instance) ref() string {
 }
 
 // instanceLocked returns the instance id names: a spawned one, or one
-// being spawned by its spawn id.
+// being spawned by its spawn id. f.mu or the core's lock must be held
+// (it takes dirMu for the agents).
 func (f *Fleet) instanceLocked(id string) *instance {
 	if inst := f.core.instance(id); inst != nil {
 		return inst
 	}
+	f.dirMu.Lock()
+	defer f.dirMu.Unlock()
 	for _, a := range f.agents {
 		if inst := a.spawning[id]; inst != nil {
 			return inst
@@ -270,8 +274,8 @@ func (f *Fleet) instanceLocked(id string) *instance {
 // Instance returns a handle on a tracked instance, or on one being
 // spawned by its spawn id (SpawnProgress.SpawnID, Status).
 func (f *Fleet) Instance(id string) (*Instance, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
 	if f.instanceLocked(id) == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
 	}
@@ -280,8 +284,8 @@ func (f *Fleet) Instance(id string) (*Instance, error) {
 
 // State returns the instance's current state.
 func (i *Instance) State() InstanceState {
-	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
+	i.f.core.mu.RLock()
+	defer i.f.core.mu.RUnlock()
 	if inst := i.f.instanceLocked(i.id); inst != nil {
 		return inst.m.State()
 	}
@@ -290,8 +294,8 @@ func (i *Instance) State() InstanceState {
 
 // Ended is closed when the instance reached stopped or failed.
 func (i *Instance) Ended() <-chan struct{} {
-	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
+	i.f.core.mu.RLock()
+	defer i.f.core.mu.RUnlock()
 	if inst := i.f.instanceLocked(i.id); inst != nil {
 		return inst.ended
 	}
@@ -1057,23 +1061,23 @@ type Output struct {
 // Output returns the buffered tail and a state snapshot.
 func (i *Instance) Output(ctx context.Context) (Output, error) {
 	f := i.f
-	f.mu.Lock()
+	f.core.mu.RLock()
 	inst := f.core.instance(i.id)
 	if inst == nil {
-		f.mu.Unlock()
+		f.core.mu.RUnlock()
 		return Output{}, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
 	}
 	reachable := !InstanceTable.IsFinal(inst.m.State()) && inst.m.State() != StateUnreachable
-	f.mu.Unlock()
+	f.core.mu.RUnlock()
 	if reachable {
 		if _, err := i.GetState(ctx); err != nil {
 			f.log.Debug().Err(err).Str("instance", i.id).Msg("output: snapshot not refreshed")
 		}
 	}
-	f.mu.Lock()
+	f.core.mu.RLock()
 	tail := inst.tailCopy()
 	out := Output{State: inst.snapshot, SnapshotAt: inst.snapshotAt, LastAssistant: inst.tally.LastAssistantText}
-	f.mu.Unlock()
+	f.core.mu.RUnlock()
 	out.Tail = make([]json.RawMessage, len(tail))
 	for i, l := range tail {
 		out.Tail[i] = l.Bytes()

@@ -98,3 +98,34 @@ func TestWaitingForTheDiskUnderTheFleetLockPanics(t *testing.T) {
 	}
 	f.mu.Unlock()
 }
+
+// A reader of the instance and task core that waited for the disk would
+// hold up every change of the fleet: it panics too.
+func TestWaitingForTheDiskUnderTheCoreLockPanics(t *testing.T) {
+	f, err := New(WithStateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	panicked := func() (p any) {
+		defer func() { p = recover() }()
+		f.core.mu.RLock()
+		defer f.core.mu.RUnlock()
+		_ = f.store.Update(func(tx *serverstore.Tx) error { return tx.PutProjection("m", []byte(`{}`)) })
+		return nil
+	}()
+	if panicked == nil {
+		t.Fatal("a write waited for under the core's read lock did not panic")
+	}
+	// The fleet lock taken without the core's (lockAgents) is checked too.
+	panicked = func() (p any) {
+		defer func() { p = recover() }()
+		f.mu.lockAgents()
+		defer f.mu.Unlock()
+		_ = f.store.Update(func(tx *serverstore.Tx) error { return tx.PutProjection("m", []byte(`{}`)) })
+		return nil
+	}()
+	if panicked == nil {
+		t.Fatal("a write waited for under the fleet lock alone did not panic")
+	}
+}

@@ -59,8 +59,8 @@ type SessionOrigin struct {
 // Origin returns what the instance's session was started from; nil for a
 // worker started on a new session.
 func (i *Instance) Origin() *SessionOrigin {
-	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
+	i.f.core.mu.RLock()
+	defer i.f.core.mu.RUnlock()
 	inst := i.f.core.instance(i.id)
 	if inst == nil || inst.rec.FromSession == "" {
 		return nil
@@ -78,8 +78,8 @@ func (i *Instance) Origin() *SessionOrigin {
 
 // SessionPath returns the worker's session file on its agent's disk.
 func (i *Instance) SessionPath() string {
-	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
+	i.f.core.mu.RLock()
+	defer i.f.core.mu.RUnlock()
 	if inst := i.f.core.instance(i.id); inst != nil {
 		return inst.rec.SessionPath
 	}
@@ -125,8 +125,8 @@ func (i *Instance) Transcript(ctx context.Context, limit int) (entries []json.Ra
 // newest first. Baselines are flagged stale from the last HEAD seen for
 // their repository (RefreshBaselines checks again).
 func (f *Fleet) ListSessions(filter SessionFilter) []SessionView {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock() // isCloneLocked reads the instances; the session set has its own lock
+	defer f.core.mu.RUnlock()
 	out := []SessionView{}
 	for _, ap := range f.sessions.list(filter.Machine) {
 		name, p := ap.agent, ap.p
@@ -187,7 +187,7 @@ func headKey(machine, cwd string) string { return machine + "\x00" + cwd }
 // pifleet agent: ErrNotSupported otherwise) and remembers it for the
 // staleness flags of the baselines of that repository.
 func (f *Fleet) RepoHead(ctx context.Context, machine, cwd string) (string, error) {
-	f.mu.Lock()
+	f.mu.lockAgents()
 	a, c, err := f.connForLocked(machine, trust.OpView)
 	if err == nil && !a.pifleet {
 		err = fmt.Errorf("%w: %s (repo_head)", ErrNotSupported, machine)
@@ -219,8 +219,8 @@ func (f *Fleet) RepoHead(ctx context.Context, machine, cwd string) (string, erro
 // A baseline name never resolves to a task clone of it (a clone carries
 // its source's name until the server renames it).
 func (f *Fleet) ResolveSession(machine, ref string) (session.Record, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
 	return f.resolveSessionLocked(machine, ref)
 }
 
@@ -257,7 +257,8 @@ func (f *Fleet) resolveSessionLocked(machine, ref string) (session.Record, error
 }
 
 // isCloneLocked: the session is a worker's clone (it has tasks, or a
-// tracked instance that started from another session writes it).
+// tracked instance that started from another session writes it). f.mu
+// or the core's lock must be held.
 func (f *Fleet) isCloneLocked(rec session.Record) bool {
 	if len(rec.TaskIDs) > 0 {
 		return true

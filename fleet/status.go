@@ -83,12 +83,15 @@ type Status struct {
 }
 
 // Status returns the agents, instances and tasks. The dialer's view is
-// asked for within ctx.
+// asked for within ctx. It takes neither the fleet lock nor anything that
+// waits for it: the agents are read under dirMu, the instances and tasks
+// under the core's lock for reading (which connection changes do not
+// hold), so the parts are each consistent but may be a moment apart.
 func (f *Fleet) Status(ctx context.Context) Status {
 	var dials map[string]dialer.TargetStatus
-	f.mu.Lock()
+	f.dirMu.Lock()
 	started := f.state == lifeStarted
-	f.mu.Unlock()
+	f.dirMu.Unlock()
 	if started {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		if snap, err := f.dial.Snapshot(sctx); err == nil {
@@ -99,32 +102,17 @@ func (f *Fleet) Status(ctx context.Context) Status {
 		}
 		cancel()
 	}
-	baselines := f.ListSessions(SessionFilter{Kind: session.KindBaseline})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := Status{Baselines: baselines}
-	for _, a := range f.agents {
-		as := AgentStatus{Name: a.name, Addresses: slices.Clone(a.addrs), Source: a.source, State: a.m.State(),
-			Machine: a.identity.Machine, User: a.identity.User, Policy: a.policy, Addr: a.addr,
-			ConnectedAt: a.connectedAt, LostAt: a.lostAt, LastError: a.lastErr}
-		if h := a.hello; h != nil {
-			as.Platform, as.Version, as.Capabilities = h.Platform, h.PackageVersion, slices.Clone(h.Capabilities)
-			if h.MaxWorkers != nil && *h.MaxWorkers >= 1 {
-				as.MaxWorkers = int(*h.MaxWorkers)
-			}
-		}
-		if d, ok := dials[a.name]; ok {
-			as.Dial = &d
-		}
-		st.Agents = append(st.Agents, as)
-	}
-	sortBy(st.Agents, func(a AgentStatus) string { return a.Name })
+	st := Status{Baselines: f.ListSessions(SessionFilter{Kind: session.KindBaseline})}
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
+	var agents []*agentState
+	st.Agents, agents = f.agentStatuses(dials)
 	var all []*instance
 	for _, inst := range f.core.allInstances() {
 		all = append(all, inst)
 	}
-	for _, a := range f.agents {
-		all = slices.AppendSeq(all, maps.Values(a.spawning)) // by their spawn ids
+	for _, a := range agents {
+		all = slices.AppendSeq(all, maps.Values(a.spawning)) // by their spawn ids; the core's lock guards them
 	}
 	for _, inst := range all {
 		is := InstanceStatus{InstanceID: inst.ref(), Agent: inst.agent, Cwd: inst.rec.Cwd, State: inst.m.State(),
@@ -141,6 +129,34 @@ func (f *Fleet) Status(ctx context.Context) Status {
 	}
 	sortBy(st.Tasks, func(t TaskInfo) string { return t.TaskID })
 	return st
+}
+
+// agentStatuses returns every agent's status, sorted by name, and the
+// agents. It takes dirMu, which guards all it reads of them (see
+// Fleet.dirMu).
+func (f *Fleet) agentStatuses(dials map[string]dialer.TargetStatus) ([]AgentStatus, []*agentState) {
+	f.dirMu.Lock()
+	defer f.dirMu.Unlock()
+	out := make([]AgentStatus, 0, len(f.agents))
+	agents := make([]*agentState, 0, len(f.agents))
+	for _, a := range f.agents {
+		as := AgentStatus{Name: a.name, Addresses: slices.Clone(a.addrs), Source: a.source, State: a.m.State(),
+			Machine: a.identity.Machine, User: a.identity.User, Policy: a.policy, Addr: a.addr,
+			ConnectedAt: a.connectedAt, LostAt: a.lostAt, LastError: a.lastErr}
+		if h := a.hello; h != nil {
+			as.Platform, as.Version, as.Capabilities = h.Platform, h.PackageVersion, slices.Clone(h.Capabilities)
+			if h.MaxWorkers != nil && *h.MaxWorkers >= 1 {
+				as.MaxWorkers = int(*h.MaxWorkers)
+			}
+		}
+		if d, ok := dials[a.name]; ok {
+			as.Dial = &d
+		}
+		out = append(out, as)
+		agents = append(agents, a)
+	}
+	sortBy(out, func(a AgentStatus) string { return a.Name })
+	return out, agents
 }
 
 func sortBy[T any](s []T, key func(T) string) {

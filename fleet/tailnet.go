@@ -33,7 +33,7 @@ func (f *Fleet) discoverTailnet() {
 
 func (f *Fleet) addTailnetPeers(st identity.Status) {
 	var changed []string
-	f.mu.Lock()
+	f.mu.lockAgents()
 	for _, p := range st.Peers {
 		ip, ok := p.IPv4()
 		name := p.Machine()

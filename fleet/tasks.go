@@ -13,7 +13,8 @@ import (
 	"example.com/pifleet/transport/trust"
 )
 
-// task is the fleet's record of one tracked task; guarded by Fleet.mu.
+// task is the fleet's record of one tracked task; guarded by the core's
+// lock (coreState: written under Fleet.mu too).
 // m is its review state (TaskTable); rec.State is m's state as stored.
 type task struct {
 	rec  serverstore.Task
@@ -153,8 +154,8 @@ func (t *Task) ID() string { return t.id }
 
 // Task returns a handle on a tracked task.
 func (f *Fleet) Task(id string) (*Task, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
 	if f.core.task(id) == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, id)
 	}
@@ -163,8 +164,8 @@ func (f *Fleet) Task(id string) (*Task, error) {
 
 // Info returns the task's current record.
 func (t *Task) Info() TaskInfo {
-	t.f.mu.Lock()
-	defer t.f.mu.Unlock()
+	t.f.core.mu.RLock()
+	defer t.f.core.mu.RUnlock()
 	if tk := t.f.core.task(t.id); tk != nil {
 		return infoOf(tk.rec)
 	}
@@ -173,8 +174,8 @@ func (t *Task) Info() TaskInfo {
 
 // Done is closed when the task's first task_done was recorded.
 func (t *Task) Done() <-chan struct{} {
-	t.f.mu.Lock()
-	defer t.f.mu.Unlock()
+	t.f.core.mu.RLock()
+	defer t.f.core.mu.RUnlock()
 	return t.f.core.task(t.id).done
 }
 
@@ -186,10 +187,10 @@ func (t *Task) Done() <-chan struct{} {
 // was stopped before the task finished, with ErrInstanceEnded.
 func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 	f := t.f
-	f.mu.Lock()
+	f.core.mu.RLock()
 	tk := f.core.task(t.id)
 	if tk == nil {
-		f.mu.Unlock()
+		f.core.mu.RUnlock()
 		return TaskInfo{TaskID: t.id}, fmt.Errorf("%w: %q", ErrUnknownTask, t.id)
 	}
 	inst := f.core.instance(tk.rec.InstanceID)
@@ -197,7 +198,7 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 	if inst != nil {
 		ended = inst.ended
 	}
-	f.mu.Unlock()
+	f.core.mu.RUnlock()
 	// select picks at random among ready cases: a task that has ended
 	// answers with its outcome even when ctx is done too.
 	over := func() bool {
@@ -221,8 +222,8 @@ func (t *Task) Wait(ctx context.Context) (TaskInfo, error) {
 			}
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
 	info := infoOf(tk.rec)
 	if tk.err != nil {
 		return info, tk.err
@@ -464,9 +465,9 @@ func (t *Task) Reject(ctx context.Context, feedback string) (escalated bool, err
 	if d == nil {
 		return false, err
 	}
-	t.f.mu.Lock()
+	t.f.core.mu.RLock()
 	escalated = d.inst.m.State() == StateEscalated
-	t.f.mu.Unlock()
+	t.f.core.mu.RUnlock()
 	return escalated, err
 }
 
@@ -495,8 +496,8 @@ func (t *Task) Decide(ctx context.Context, v Verdict) error {
 
 // Tasks returns every tracked task.
 func (f *Fleet) Tasks() []TaskInfo {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.core.mu.RLock()
+	defer f.core.mu.RUnlock()
 	out := make([]TaskInfo, 0, f.core.taskCount())
 	for t := range f.core.allTasks() {
 		out = append(out, infoOf(t.rec))

@@ -56,8 +56,8 @@ type Worktree struct {
 // Worktree returns the instance's worktree (ok false when it runs in a
 // shared cwd).
 func (i *Instance) Worktree() (Worktree, bool) {
-	i.f.mu.Lock()
-	defer i.f.mu.Unlock()
+	i.f.core.mu.RLock()
+	defer i.f.core.mu.RUnlock()
 	inst := i.f.core.instance(i.id)
 	if inst == nil || inst.rec.Worktree == nil {
 		return Worktree{}, false
@@ -82,13 +82,13 @@ func diffStatOf(d *serverstore.DiffStat) *DiffStat {
 // Diff is the task's change: its worker's worktree against the commit
 // the branch started from, new files included (stat: git diff --stat).
 func (t *Task) Diff(ctx context.Context, stat bool) (FileResult, error) {
-	t.f.mu.Lock()
+	t.f.core.mu.RLock()
 	tk := t.f.core.task(t.id)
 	var id string
 	if tk != nil {
 		id = tk.rec.InstanceID
 	}
-	t.f.mu.Unlock()
+	t.f.core.mu.RUnlock()
 	if tk == nil {
 		return FileResult{}, fmt.Errorf("%w: %q", ErrUnknownTask, t.id)
 	}
