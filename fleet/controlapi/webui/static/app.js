@@ -224,7 +224,9 @@ function setLive(cls, text) {
 }
 
 function connect() {
-  source = new EventSource("/v1/watch");
+  // deltas=1: a streamed update comes as its change to the worker's
+  // update before it (streams below), not the whole message again.
+  source = new EventSource("/v1/watch?deltas=1");
   source.onopen = () => { setLive("on", "live"); refreshSoon(0); };
   source.onerror = () => {
     if (source.readyState === EventSource.CLOSED) {
@@ -275,13 +277,16 @@ function flush() {
         needStatus = true;
         break;
       }
-      case "event":
-        // Only the open transcript reads events; what a worker is doing
-        // comes with the next status, which a busy fleet asks for at most
-        // every two seconds.
-        if (view.name === "worker" && view.id === c.instanceId && c.data) transcript.live(c.data);
+      case "event": {
+        // Every worker's updates are followed (a delta reads against the
+        // one before); only the open transcript shows them. What a worker
+        // is doing comes with the next status, which a busy fleet asks
+        // for at most every two seconds.
+        const r = streams.event(c);
+        if (r && r.ev && view.name === "worker" && view.id === c.instanceId) transcript.live(r.ev, r.appended);
         activitySeen = true;
         break;
+      }
       case "ui_ended": {
         // The dialog ended without an answer (its time ran out): it is
         // no longer offered, even before the next status arrives.
@@ -313,6 +318,107 @@ function flush() {
   else if (activitySeen) { activitySeen = false; refreshSoon(2000); }
 }
 let activitySeen = false;
+
+// ---- streamed updates ----
+
+// The watch sends a worker's message_update as a delta when it changes
+// the update of the same worker it sent just before (docs/control-api.md):
+// {"u": the event without its partial message, "o": ops on that message,
+// "r": step members to take from it}. Each op is [path, kind, …]: a path
+// of member positions (in objects and arrays alike) from the message
+// down; v sets the value there, k adds a member, a an element, s appends
+// a string, d appends the step's delta. streams keeps each worker's
+// partial message to apply them to; a delta it cannot apply drops the
+// worker's until its next whole update (nothing is shown of it: the
+// message itself comes whole at its end).
+const streams = {
+  partial: new Map(), // instance id → the partial message of its last update
+
+  // event returns the worker event of change c, whole ({ev, appended}:
+  // appended lists the strings a delta appended, each {target, key,
+  // text}), or null.
+  event(c) {
+    const id = c.instanceId;
+    const base = this.partial.get(id);
+    this.partial.delete(id);
+    if (c.delta === undefined) {
+      const ev = c.data;
+      if (ev && typeof ev === "object" && (ev.type === "message_start" || ev.type === "message_update") && isObject(ev.message)) this.partial.set(id, ev.message);
+      return { ev, appended: null };
+    }
+    if (!base) return null;
+    try {
+      const r = applyDelta(base, c.delta);
+      this.partial.set(id, r.ev.message);
+      return r;
+    } catch (_) {
+      return null;
+    }
+  },
+};
+
+function isObject(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+
+// put sets o's own member k ("__proto__" too, as JSON.parse makes it):
+// never a setter, never o's prototype.
+function put(o, k, v) {
+  Object.defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
+}
+
+// member returns the key (or index) of position p in container n.
+function member(n, p) {
+  if (!Number.isInteger(p) || p < 0) throw new Error("bad position");
+  if (Array.isArray(n)) { if (p >= n.length) throw new Error("past the end"); return p; }
+  if (!isObject(n)) throw new Error("path leaves the message");
+  const keys = Object.keys(n);
+  if (p >= keys.length) throw new Error("past the end");
+  return keys[p];
+}
+
+// applyDelta applies delta d to the partial message m (changed in place,
+// which no one reads any more) and returns the whole update.
+function applyDelta(m, d) {
+  if (!isObject(d) || !isObject(d.u) || !Array.isArray(d.o)) throw new Error("not a delta");
+  const step = {};
+  for (const k of Object.keys(d.u)) put(step, k, d.u[k]);
+  const appended = [];
+  for (const op of d.o) {
+    if (!Array.isArray(op) || !Array.isArray(op[0])) throw new Error("bad op");
+    const [path, kind] = op;
+    let parent = null, key = null, n = m;
+    for (const p of path) { key = member(n, p); parent = n; n = n[key]; }
+    switch (kind) {
+      case "v":
+        if (parent === null) { if (!isObject(op[2])) throw new Error("not a message"); m = op[2]; } else put(parent, key, op[2]);
+        break;
+      case "k":
+        if (!isObject(n) || typeof op[2] !== "string") throw new Error("bad k");
+        put(n, op[2], op[3]);
+        break;
+      case "a":
+        if (!Array.isArray(n)) throw new Error("bad a");
+        n.push(op[2]);
+        break;
+      case "s":
+      case "d": {
+        const text = kind === "s" ? op[2] : step.delta;
+        if (parent === null || typeof n !== "string" || typeof text !== "string") throw new Error("bad append");
+        put(parent, key, n + text);
+        appended.push({ target: parent, key, text });
+        break;
+      }
+      default:
+        throw new Error("unknown op");
+    }
+  }
+  for (const ref of d.r || []) {
+    if (!Array.isArray(ref) || !Array.isArray(ref[1])) throw new Error("bad reference");
+    let n = m;
+    for (const p of ref[1]) n = n[member(n, p)];
+    put(step, member(d.u, ref[0]), n);
+  }
+  return { ev: { type: "message_update", assistantMessageEvent: Object.assign(step, { partial: m }), message: m }, appended };
+}
 
 // ---- views ----
 
@@ -549,6 +655,7 @@ const transcript = {
   seen: new Set(),
   tools: new Map(),
   streaming: null,
+  streamNode: null, // the streaming message's text
   placeholder: null,
 
   open(id) {
@@ -651,12 +758,13 @@ const transcript = {
     }
   },
 
-  // live renders a worker event as it arrives.
-  live(ev) {
+  // live renders a worker event as it arrives (appended: what a delta
+  // appended to its partial message, see streams).
+  live(ev, appended) {
     if (!ev || typeof ev !== "object") return;
     switch (ev.type) {
       case "message_end": this.message(ev.message); break;
-      case "message_update": this.partial(ev); break;
+      case "message_update": this.partial(ev, appended); break;
       case "tool_execution_start": this.tool(ev.toolCallId, ev.toolName, ev.args); break;
       case "tool_execution_end": this.result(ev.toolCallId, ev.toolName, ev.result, ev.isError); break;
       case "auto_retry_start": this.add("info", "", "retrying (" + ev.attempt + "/" + ev.maxAttempts + "): " + (ev.errorMessage || "")); break;
@@ -668,17 +776,35 @@ const transcript = {
     if (nearBottom) window.scrollTo(0, document.body.scrollHeight);
   },
 
-  // partial shows the assistant's message while it streams.
-  partial(ev) {
+  // partial shows the assistant's message while it streams: its text
+  // blocks, joined. What a delta appended to the last of them is appended
+  // to the text node shown (O(chunk)); anything else writes the text
+  // again.
+  partial(ev, appended) {
     const m = ev.message;
-    let text = "";
-    if (m && Array.isArray(m.content)) text = m.content.filter((c) => c.type === "text").map((c) => c.text).join("");
-    else if (ev.assistantMessageEvent && ev.assistantMessageEvent.delta && ev.assistantMessageEvent.type === "text_delta") {
-      text = (this.streaming ? this.streaming.querySelector(".text").textContent : "") + ev.assistantMessageEvent.delta;
+    let text = "", blocks = null;
+    if (m && Array.isArray(m.content)) {
+      blocks = m.content.filter((c) => isObject(c) && c.type === "text" && typeof c.text === "string");
+    } else if (ev.assistantMessageEvent && ev.assistantMessageEvent.delta && ev.assistantMessageEvent.type === "text_delta") {
+      text = (this.streaming ? this.streamNode.data : "") + ev.assistantMessageEvent.delta;
     }
+    if (blocks && appended && this.streaming) {
+      const last = blocks[blocks.length - 1];
+      let want = 0, added = 0;
+      for (const b of blocks) want += b.text.length;
+      for (const a of appended) added += a.text.length;
+      if (appended.every((a) => a.target === last && a.key === "text") && this.streamNode.length + added === want) {
+        for (const a of appended) this.streamNode.appendData(a.text);
+        return;
+      }
+    }
+    if (blocks) text = blocks.map((c) => c.text).join("");
     if (!text) return;
-    if (!this.streaming) this.streaming = this.add("assistant streaming", "assistant", h("div", { class: "text" }));
-    this.streaming.querySelector(".text").textContent = text;
+    if (!this.streaming) {
+      this.streamNode = document.createTextNode("");
+      this.streaming = this.add("assistant streaming", "assistant", h("div", { class: "text" }, this.streamNode));
+    }
+    this.streamNode.data = text;
   },
 };
 
