@@ -50,6 +50,15 @@ type coreView struct {
 	// agent's bounded ring dropped some, or the replay failed): an
 	// agent_start may have been missed, so RunStarted proves nothing.
 	ReplayIncomplete bool
+	// Spawning: the instance's spawn is not answered yet; it goes by its
+	// spawn id (corespawn.go).
+	Spawning bool
+	// SpawnSent: the spawn's frame was queued; its answer is awaited.
+	SpawnSent bool
+	// SpawnCancel: the agent gives a spawn up on spawn_cancel.
+	SpawnCancel bool
+	// Intent: the spawn's intent is stored and not dropped yet.
+	Intent bool
 }
 
 // inputKind names what happened.
@@ -75,6 +84,13 @@ const (
 	inStopRefused  inputKind = "stop_refused"  // frame: an error answering a stop: Code
 	inWorkerExited inputKind = "worker_exited" // frame: the agent's notice that the worker ended: Reason, SessionPath
 	inConnLost     inputKind = "connection_lost"
+	// The spawn's inputs (corespawn.go).
+	inSpawn         inputKind = "spawn"           // SDK Spawn: its checks passed, the instance is built
+	inSpawnProgress inputKind = "spawn_progress"  // frame: Phase
+	inSpawned       inputKind = "spawned"         // frame: the spawn's answer
+	inSpawnError    inputKind = "spawn_error"     // frame: the agent refused the spawn (spawn_error, error): Code, Text
+	inSpawnCancel   inputKind = "spawn_cancelled" // Spawn's context ended before the answer
+	inSpawnLost     inputKind = "spawn_lost"      // the connection closed before the spawn's answer
 	// inConnLost: the agent's connection is lost (or, at New, not there
 	// yet); the view says not connected.
 )
@@ -110,6 +126,8 @@ type coreInput struct {
 	// Stopped (inWorkerGone): the agent lists the worker as stopped, by a
 	// stop.
 	Stopped bool
+	// Phase is the step a spawn_progress reports.
+	Phase transport.SpawnPhase
 }
 
 // effectKind names what the driver does.
@@ -139,6 +157,17 @@ const (
 	fxReason    effectKind = "reason"    // note why the instance ended (Reason) in its record
 	fxSession   effectKind = "session"   // note the worker's session file (Text) in the instance's record
 	fxCatchUp   effectKind = "catchup"   // fetch the session file's last entries (written as the worker ended)
+	// The spawn's effects (corespawn.go).
+	fxIntent      effectKind = "intent"       // store the spawn's intent (before its frame)
+	fxForget      effectKind = "forget"       // drop the spawn's intent
+	fxTrack       effectKind = "track"        // the spawn's answer is awaited: the instance goes by its spawn id
+	fxUntrack     effectKind = "untrack"      // the spawn's answer is no longer awaited
+	fxAdd         effectKind = "add"          // the worker has its id: the instance joins the instance table
+	fxDescribe    effectKind = "describe"     // note what the answer says of the worker (bundle hash, model, worktree) and annotate its session
+	fxReplay      effectKind = "replay"       // handle the worker's events that came before it was known
+	fxProgress    effectKind = "progress"     // tell subscribers and the caller of the spawn's step
+	fxDegraded    effectKind = "degraded"     // note on the record that the cached bundle was used
+	fxSpawnFailed effectKind = "spawn_failed" // the caller's Spawn fails (Reason; Code and Text of a refusal)
 )
 
 // Frames the core asks for (effect.Frame).
@@ -150,6 +179,8 @@ const (
 	frRevisionPrompt = "revision_prompt"  // the feedback as a tracked prompt, TypeScript agents
 	frAbort          = "abort"
 	frStop           = "stop"
+	frSpawn          = "spawn"
+	frSpawnCancel    = "spawn_cancel"
 )
 
 // effect is one step of a plan.
@@ -165,6 +196,10 @@ type effect struct {
 	Review         bool
 	Text, By       string
 	Reason         string
+	// Code is the agent's error code of a refused spawn.
+	Code string
+	// Free: a send that waits for no write before it.
+	Free bool
 }
 
 // String is the effect as a transcript shows it.
@@ -182,6 +217,8 @@ func (e effect) String() string {
 			return "send " + e.Frame + " " + string(e.Disposition)
 		case e.Frame == frTaskReject || e.Frame == frRevisionPrompt:
 			return "send " + e.Frame + " (the pending feedback)"
+		case e.Free:
+			return "send " + e.Frame + " (waits for no write)"
 		}
 		return "send " + e.Frame
 	case fxPersist:
@@ -206,6 +243,11 @@ func (e effect) String() string {
 		return string(e.Kind) + ": " + e.Reason
 	case fxSession:
 		return "session " + e.Text
+	case fxSpawnFailed:
+		if e.Code != "" {
+			return fmt.Sprintf("spawn_failed: %s %s %q", e.Reason, e.Code, e.Text)
+		}
+		return "spawn_failed: " + e.Reason
 	}
 	return string(e.Kind)
 }
@@ -424,6 +466,12 @@ func (p *plan) deliver() {
 // or a snapshot: stale, nothing to do).
 func decide(v coreView, in coreInput) ([]effect, bool) {
 	p := &plan{v: v}
+	if isSpawnInput(in.Kind) {
+		if !p.decideSpawn(in) {
+			return nil, false
+		}
+		return p.fx, true
+	}
 	switch in.Kind {
 	case inSubmit:
 		if v.TaskID != "" || !canInstance(v.Instance, EventPromptDelivered) {
@@ -524,6 +572,10 @@ func decide(v coreView, in coreInput) ([]effect, bool) {
 		p.add(effect{Kind: fxTimer})
 
 	case inStop:
+		if isSpawnState(v.Instance) {
+			p.stopSpawn() // its answer ends it
+			break
+		}
 		if !canInstance(v.Instance, EventStopRequested) {
 			return nil, false
 		}
@@ -679,6 +731,14 @@ func (v coreView) after(plan []effect) coreView {
 			v.FeedbackPending = true
 		case fxDelivered:
 			v.FeedbackPending, v.RunStarted = false, false
+		case fxIntent:
+			v.Intent = true
+		case fxForget:
+			v.Intent = false
+		case fxAdd:
+			v.Spawning = false
+		case fxTrack:
+			v.SpawnSent = true
 		}
 	}
 	return v

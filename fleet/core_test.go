@@ -43,7 +43,7 @@ func TestCoreTranscripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-			got := runTranscript(t, want)
+			got := runTranscript(t, want, nil)
 			if *updateTranscripts {
 				if err := os.WriteFile(file, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
 					t.Fatal(err)
@@ -58,8 +58,9 @@ func TestCoreTranscripts(t *testing.T) {
 }
 
 // runTranscript keeps the comments, views and inputs of lines and
-// recomputes everything else.
-func runTranscript(t *testing.T, lines []string) []string {
+// recomputes everything else; fired (when not nil) hears of every edge
+// of the instance table a plan fires.
+func runTranscript(t *testing.T, lines []string, fired func(from InstanceState, ev InstanceEvent)) []string {
 	var out []string
 	var v coreView
 	lastReview := false
@@ -81,7 +82,7 @@ func runTranscript(t *testing.T, lines []string) []string {
 			switch in.Kind {
 			case inRecorded:
 				in.Review = lastReview && !in.Duplicate
-			case inConnLost:
+			case inConnLost, inSpawnLost:
 				v.Connected = false // as the driver drops the connection first
 			case inSnapshot:
 				v.Connected = true // taken over the new connection
@@ -95,10 +96,15 @@ func runTranscript(t *testing.T, lines []string) []string {
 			if len(plan) == 0 {
 				out = append(out, "nothing")
 			}
+			from := v.Instance
 			for _, e := range plan {
 				out = append(out, e.String())
 				if e.Kind == fxRecord {
 					lastReview = e.Review
+				}
+				if e.Kind == fxInstance && fired != nil {
+					fired(from, e.Event)
+					from, _ = InstanceTable.Next(from, e.Event)
 				}
 			}
 			v = v.after(plan)
@@ -136,6 +142,14 @@ func parseView(s string) (coreView, error) {
 			v.ReplayIncomplete = true
 		case "inflight":
 			v.RunInFlight = true
+		case "spawning":
+			v.Spawning = true
+		case "sent":
+			v.SpawnSent = true
+		case "spawncancel":
+			v.SpawnCancel = true
+		case "intent":
+			v.Intent = true
 		default:
 			return v, fmt.Errorf("unknown view field %q", f)
 		}
@@ -155,7 +169,8 @@ func formatView(v coreView) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}, {v.ReplayIncomplete, "incomplete"}, {v.RunInFlight, "inflight"}} {
+	}{{v.Connected, "connected"}, {v.Pifleet, "pifleet"}, {v.FeedbackPending, "pending"}, {v.RunStarted, "started"}, {v.ReplayIncomplete, "incomplete"}, {v.RunInFlight, "inflight"},
+		{v.Spawning, "spawning"}, {v.SpawnSent, "sent"}, {v.SpawnCancel, "spawncancel"}, {v.Intent, "intent"}} {
 		if f.on {
 			s += " " + f.name
 		}
@@ -206,7 +221,12 @@ func parseInput(s string) (coreInput, error) {
 		in.SessionPath = sessionArg(args)
 	case inStopRefused:
 		in.Code = arg(0)
-	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost, inPrompt:
+	case inSpawnProgress:
+		in.Phase = transport.SpawnPhase(arg(0))
+	case inSpawnError:
+		in.Code, in.Text = arg(0), text
+	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost, inPrompt,
+		inSpawn, inSpawned, inSpawnCancel, inSpawnLost:
 	default:
 		return in, fmt.Errorf("unknown input %q", kind)
 	}
@@ -237,13 +257,17 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 		{Kind: inRestore, Disposition: transport.DispositionKeepIdle},
 		{Kind: inStopped}, {Kind: inStopped, Forced: true, SessionPath: "/s"}, {Kind: inStopRefused, Code: codeUnknownInstance},
 		{Kind: inStopRefused, Code: "unknown_task"}, {Kind: inWorkerGone, Stopped: true, Reason: "agent reports it stopped"}, {Kind: inWorkerExited, Reason: "x", SessionPath: "/s"}, {Kind: inConnLost},
+		{Kind: inSpawn}, {Kind: inSpawnProgress, Phase: transport.SpawnAccepted}, {Kind: inSpawnProgress, Phase: transport.SpawnProvisioning},
+		{Kind: inSpawnProgress, Phase: transport.SpawnDegraded}, {Kind: inSpawnProgress, Phase: transport.SpawnStarting},
+		{Kind: inSpawned}, {Kind: inSpawnError, Code: "x"}, {Kind: inSpawnCancel}, {Kind: inSpawnLost},
 	}
 	tasks := append([]TaskState{""}, TaskTable.States()...)
 	for _, is := range InstanceTable.States() {
 		for _, ts := range tasks {
-			for flags := range 32 {
+			for flags := range 512 {
 				v := coreView{Instance: is, Task: ts, Connected: flags&1 != 0, Pifleet: flags&2 != 0,
-					FeedbackPending: flags&4 != 0, RunStarted: flags&8 != 0, RunInFlight: flags&16 != 0, MaxRejects: 1}
+					FeedbackPending: flags&4 != 0, RunStarted: flags&8 != 0, RunInFlight: flags&16 != 0, MaxRejects: 1,
+					Spawning: flags&32 != 0, SpawnCancel: flags&64 != 0, Intent: flags&128 != 0, SpawnSent: flags&256 != 0}
 				if ts != "" {
 					v.TaskID = "t"
 				}
@@ -270,6 +294,40 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestCoreTranscriptsFireEverySpawnEdge: every edge of the instance table
+// out of a spawn state (requested, spawning, provisioning,
+// degraded_cache) is fired by a plan of the spawn transcripts.
+func TestCoreTranscriptsFireEverySpawnEdge(t *testing.T) {
+	files, err := filepath.Glob("testdata/core/spawn*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no spawn transcripts: %v", err)
+	}
+	type edge struct {
+		from InstanceState
+		ev   InstanceEvent
+	}
+	seen := map[edge]bool{}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runTranscript(t, strings.Split(strings.TrimRight(string(raw), "\n"), "\n"), func(from InstanceState, ev InstanceEvent) {
+			seen[edge{from, ev}] = true
+		})
+	}
+	for _, s := range InstanceTable.States() {
+		if !isSpawnState(s) {
+			continue
+		}
+		for _, ev := range InstanceTable.Events() {
+			if _, ok := InstanceTable.Next(s, ev); ok && !seen[edge{s, ev}] {
+				t.Errorf("no spawn transcript fires %s from %s", ev, s)
 			}
 		}
 	}

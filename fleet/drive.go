@@ -43,7 +43,9 @@ func (f *Fleet) viewLocked(inst *instance) coreView {
 	if a := f.agents[inst.agent]; a != nil {
 		v.Connected = a.conn != nil
 		v.Pifleet = a.pifleet
+		v.SpawnCancel = a.pifleet && a.announces(transport.CapabilitySpawnCancel)
 	}
+	v.Spawning, v.SpawnSent, v.Intent = inst.id == "", inst.spawnConn != nil, inst.intent
 	if t := f.core.task(inst.openTask); t != nil {
 		v.Task = t.m.State()
 		v.Rejects, v.MaxRejects = t.rec.Rejects, t.rec.MaxRejects
@@ -79,12 +81,25 @@ type drive struct {
 	rest      []effect
 	task      *task
 	gen       uint64
+	// A spawn's: its frame, the answer's worker, the progress frame, and
+	// the caller's error when it gave the spawn up (drivespawn.go).
+	spawnFrame *transport.SpawnFrame
+	spawned    *transport.InstanceInfo
+	progress   *transport.SpawnProgressFrame
+	spawnCause error
+	// noSpawnCancel: the spawn_cancel could not be queued; the spawn is
+	// stopped without it (its worker once spawned).
+	noSpawnCancel bool
 }
 
 // stepLocked decides in and carries the plan out. ok is false when the
 // core refused the input in the instance's state.
 func (f *Fleet) stepLocked(d *drive, in coreInput) (w *waiter, after []func(), ok bool, err error) {
-	plan, ok := decide(f.viewLocked(d.inst), in)
+	v := f.viewLocked(d.inst)
+	if d.noSpawnCancel {
+		v.SpawnCancel = false
+	}
+	plan, ok := decide(v, in)
 	if !ok {
 		return nil, nil, false, nil
 	}
@@ -137,19 +152,23 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			if !d.c.HasRoom() {
 				return w, after, &queueFullError{conn: d.c}
 			}
-		case fxPersist:
-			var pt *task
-			if e.Task {
-				pt = t
+		case fxPersist, fxIntent:
+			var p *serverstore.Pending
+			if e.Kind == fxIntent {
+				p = f.queueSpawnIntentLocked(inst)
+			} else {
+				var pt *task
+				if e.Task {
+					pt = t
+				}
+				if p = f.persistLocked(pt, inst, e.Instance); p != nil && pt != nil && pt == d.newTask {
+					d.taskWrite = p
+				}
 			}
-			p := f.persistLocked(pt, inst, e.Instance)
 			if p == nil {
 				break
 			}
 			d.writes = append(d.writes, p)
-			if pt != nil && pt == d.newTask {
-				d.taskWrite = p
-			}
 			if !sendFollows(plan[i+1:]) {
 				break
 			}
@@ -215,16 +234,20 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			f.scheduleCatchUpLocked(inst.agent, 0, inst.id)
 		case fxRecord, fxAck, fxNotify:
 			// Carried out by onTaskDone, around the record.
+		default:
+			if fn := f.applySpawnLocked(d, e); fn != nil {
+				after = append(after, fn)
+			}
 		}
 	}
 	return w, after, nil
 }
 
-// sendFollows reports whether rest queues a frame, which must then wait
-// for the write before it.
+// sendFollows reports whether rest queues a frame that must wait for the
+// write before it.
 func sendFollows(rest []effect) bool {
 	for _, e := range rest {
-		if e.Kind == fxSend {
+		if e.Kind == fxSend && !e.Free {
 			return true
 		}
 	}
@@ -254,12 +277,8 @@ var errInstanceMoved = errors.New("fleet: the instance changed meanwhile")
 // a live connection. f.mu must not be held.
 func (f *Fleet) finishStep(ctx context.Context, d *drive) (w *waiter, after []func(), err error) {
 	for {
-		writes := d.writes
-		d.writes = nil
-		for _, p := range writes {
-			if werr := f.waitWritten(p); werr != nil && err == nil {
-				err = werr
-			}
+		if werr := f.waitWrites(d); werr != nil && err == nil {
+			err = werr
 		}
 		if err != nil || d.rest == nil {
 			return w, after, err
@@ -289,6 +308,19 @@ func (f *Fleet) finishStep(ctx context.Context, d *drive) (w *waiter, after []fu
 			err = aerr
 		}
 	}
+}
+
+// waitWrites waits for the plan's queued writes and returns the first
+// one's error (f.mu must not be held).
+func (f *Fleet) waitWrites(d *drive) (err error) {
+	writes := d.writes
+	d.writes = nil
+	for _, p := range writes {
+		if werr := f.waitWritten(p); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // waitWritten waits for a queued write (f.mu must not be held).
@@ -334,6 +366,10 @@ func (f *Fleet) sendLocked(d *drive, t *task, e effect) (*waiter, error) {
 		return nil, f.sendAbortLocked(inst, c)
 	case frStop:
 		return f.sendStopLocked(inst, a, c)
+	case frSpawn:
+		return f.requestLocked(a, c, d.spawnFrame, f.spawnAnswer(inst))
+	case frSpawnCancel:
+		return nil, trySend(c, &transport.SpawnCancelFrame{Header: hdr, SpawnID: inst.spawnID})
 	case frTaskAccept:
 		if t == nil {
 			return nil, errors.New("fleet: accept: no open task")

@@ -566,40 +566,6 @@ func (f *Fleet) newTraceID() string { return "tr-" + f.hex(16) }
 // agent's index. f.mu must be held (or the fleet not yet shared).
 func (f *Fleet) addInstanceLocked(inst *instance) { f.core.addInstance(inst) }
 
-// fireLocked fires ev on inst, persists the new state and publishes the
-// change. A stale event is logged and dropped (false). f.mu must be held.
-// (The decision core's plans fire through transitionLocked and persist
-// explicitly.)
-func (f *Fleet) fireLocked(inst *instance, ev InstanceEvent, mutate func(*serverstore.Instance)) bool {
-	from := inst.m.State()
-	if !inst.m.Can(ev) {
-		return f.transitionLocked(inst, ev) // stale: logged and dropped
-	}
-	if mutate != nil {
-		mutate(&inst.rec)
-	}
-	f.transitionLocked(inst, ev)
-	to := inst.m.State()
-	// idle, running and unreachable all come back as unreachable after a
-	// restart, so a move among them need not reach the disk: the hot path
-	// (every prompt and every settle) then costs no fsync.
-	if !(reachabilityState(from) && reachabilityState(to)) || mutate != nil {
-		f.persistInstanceLocked(inst)
-	}
-	// idle and running always mean reachable (unreachable needs no
-	// write: a restart restores both as unreachable).
-	if to == StateIdle || to == StateRunning {
-		if a := f.agents[inst.agent]; a == nil || a.conn == nil {
-			f.transitionLocked(inst, EventConnectionLost)
-		}
-	}
-	if InstanceTable.IsFinal(to) {
-		inst.endLocked()
-		f.detachSessionLocked(inst)
-	}
-	return true
-}
-
 // transitionLocked fires ev on inst's machine, logs and publishes the
 // transition; it persists nothing. A stale event is logged and dropped
 // (false). f.mu must be held.

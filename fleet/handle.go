@@ -375,41 +375,6 @@ func (f *Fleet) onTaskDone(a *agentState, c *transport.Conn, fr *transport.TaskD
 	f.enqueueReport(td, rc.Order)
 }
 
-// onSpawnProgressLocked walks a spawn through requested → spawning →
-// provisioning → degraded_cache.
-func (f *Fleet) onSpawnProgressLocked(a *agentState, fr *transport.SpawnProgressFrame) []func() {
-	inst := a.spawning[fr.SpawnID]
-	if inst == nil || inst.m.State() == StateStopping {
-		return nil // unknown, or stopped during its spawn: its answer ends it
-	}
-	switch fr.Phase {
-	case transport.SpawnAccepted:
-		f.fireLocked(inst, EventSpawnAccepted, nil)
-	case transport.SpawnProvisioning:
-		if inst.m.State() == StateRequested {
-			f.fireLocked(inst, EventSpawnAccepted, nil)
-		}
-		if inst.m.State() == StateSpawning {
-			f.fireLocked(inst, EventProvisioningStarted, nil)
-		}
-	case transport.SpawnDegraded:
-		if inst.m.State() == StateSpawning {
-			f.fireLocked(inst, EventProvisioningStarted, nil)
-		}
-		if f.fireLocked(inst, EventCacheDegraded, nil) {
-			inst.rec.Degraded = true
-		}
-	}
-	p := SpawnProgress{SpawnID: fr.SpawnID, Phase: string(fr.Phase), Bundle: fr.Bundle, BundleHash: fr.BundleHash, Message: fr.Message,
-		FilesTotal: num(fr.FilesTotal), FilesFetched: num(fr.FilesFetched), FilesReused: num(fr.FilesReused),
-		BytesFetched: num(fr.BytesFetched), BytesReused: num(fr.BytesReused)}
-	f.publishLocked(Change{Kind: ChangeSpawnProgress, Agent: a.name, InstanceID: fr.SpawnID, Event: string(fr.Phase), Message: fr.Message})
-	if fn := inst.onProgress; fn != nil {
-		return []func(){func() { fn(p) }}
-	}
-	return nil
-}
-
 func num(p *float64) int64 {
 	if p == nil {
 		return 0

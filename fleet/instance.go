@@ -28,9 +28,13 @@ type instance struct {
 	// spawnConn is the connection its spawn was sent on (its answer can
 	// come on no other).
 	spawnConn *transport.Conn
-	agent     string
-	rec       serverstore.Instance
-	m         fsmkit.Machine[InstanceState, InstanceEvent]
+	// intent: the spawn's intent is stored and not dropped yet
+	// (coreView.Intent); spawnErr is why the spawn failed, for Spawn.
+	intent   bool
+	spawnErr error
+	agent    string
+	rec      serverstore.Instance
+	m        fsmkit.Machine[InstanceState, InstanceEvent]
 
 	openTask   string
 	maxRejects int
@@ -378,16 +382,8 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 			sessionMode = transport.SessionAttach // absent means clone, for TypeScript agents too
 		}
 	}
-	// The spawn is durable before its frame is sent (and outside the
-	// fleet's lock): a server killed before it stored the answer adopts
-	// the worker once restarted, and a spawn this call gives up leaves a
-	// worker that the agent's next reconnect stops (spawnintent.go).
 	spawnID := f.newSpawnID()
 	rec.SpawnID = spawnID
-	if err := f.store.PutSpawnIntent(spawnIntent(spawnID, rec)); err != nil {
-		return nil, fmt.Errorf("fleet: spawn: cannot record the spawn: %w", err)
-	}
-	defer f.forgetSpawnIntent(spawnID)
 
 	f.mu.Lock()
 	a, c, err := f.connForLocked(machine, trust.OpSpawn)
@@ -413,6 +409,7 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		}
 	}
 	inst := newInstance(f, "", machine, rec, InstanceTable.Start())
+	inst.spawnID = spawnID
 	inst.maxRejects = maxRejects
 	inst.budget = man.Budget
 	if b := opts.Budget; b != nil {
@@ -428,65 +425,43 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 	if len(env) > 0 {
 		fr.Env = env
 	}
-	inst.spawnID = spawnID
-	var spawnErr error
-	w, err := f.requestLocked(a, c, fr, func(ans transport.Frame) {
-		delete(a.spawning, spawnID)
-		if inst.m.State() == StateStopping { // stopped during its spawn
-			spawnErr = &SpawnStoppedError{Agent: machine, Bundle: bundleName, SpawnID: spawnID}
-			f.spawnAnswerWhileStoppingLocked(a, inst, ans)
-			return
-		}
-		switch ans := ans.(type) {
-		case *transport.SpawnedFrame:
-			f.spawnedLocked(a, inst, &ans.Instance)
-		case *transport.SpawnErrorFrame:
-			spawnErr = &SpawnError{Agent: machine, Bundle: bundleName, Code: ans.Code, Message: ans.Message}
-			f.fireLocked(inst, EventSpawnError, nil)
-		case *transport.ErrorFrame:
-			spawnErr = &SpawnError{Agent: machine, Bundle: bundleName, Code: ans.Code, Message: ans.Message}
-			f.fireLocked(inst, EventSpawnError, nil)
-		}
-	})
-	if err != nil {
-		f.mu.Unlock()
-		return nil, err
-	}
-	a.spawning[spawnID] = inst
-	inst.spawnConn = c
-	f.log.Info().Str("agent", machine).Str("bundle", bundleName).Str("traceId", traceID).Msg("spawn sent")
+	// The core stores the spawn's intent, then sends its frame once the
+	// intent is durable, outside the fleet's lock; a caller that gave up
+	// meanwhile sends nothing.
+	d := &drive{inst: inst, a: a, c: c, spawnFrame: fr, resumable: true}
+	w, _, _, err := f.stepLocked(d, coreInput{Kind: inSpawn})
 	f.mu.Unlock()
-
-	wctx := ctx
-	_, err = await(wctx, w)
-	f.mu.Lock()
-	if err != nil {
-		if ctx.Err() != nil && a.waiters[spawnID] == w && inst.m.Can(EventStopRequested) {
-			// The caller gave up: the spawn is stopped as by Stop, so that
-			// no worker is left behind on the agent; its answer ends it.
-			if serr := f.stopSpawnLocked(a, inst); serr != nil {
-				f.log.Warn().Err(serr).Str("spawnId", spawnID).Msg("spawn_cancel not sent: the worker is stopped once spawned")
-				f.fireLocked(inst, EventStopRequested, nil)
-			}
-			f.mu.Unlock()
-			return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
-		}
-		delete(a.waiters, spawnID)
-		delete(a.spawning, spawnID)
-		if inst.m.State() == StateStopping {
-			// Stopped during its spawn, then the connection was lost: the
-			// agent gives a spawn up with its connection.
-			f.fireLocked(inst, EventWorkerGone, func(r *serverstore.Instance) {
-				r.EndReason = "connection lost while its spawn was being stopped"
-			})
-			err = &SpawnStoppedError{Agent: machine, Bundle: bundleName, SpawnID: spawnID}
-		} else {
-			f.fireLocked(inst, EventSpawnError, nil)
-		}
+	if err == nil {
+		err = f.waitWrites(d)
+	}
+	if err == nil && ctx.Err() != nil {
+		f.mu.Lock()
+		err = f.spawnGivenUpLocked(ctx, inst, nil, ctx.Err())
 		f.mu.Unlock()
 		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
 	}
-	written := inst.written
+	if err == nil {
+		var w2 *waiter
+		w2, _, err = f.finishStep(ctx, d)
+		if w2 != nil {
+			w = w2
+		}
+	}
+	if err != nil {
+		f.mu.Lock()
+		f.spawnGivenUpLocked(ctx, inst, nil, err)
+		f.mu.Unlock()
+		return nil, err
+	}
+
+	_, err = await(ctx, w)
+	f.mu.Lock()
+	if err != nil {
+		err = f.spawnGivenUpLocked(ctx, inst, w, err)
+		f.mu.Unlock()
+		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
+	}
+	written, spawnErr := inst.written, inst.spawnErr
 	f.mu.Unlock()
 	if spawnErr != nil {
 		return nil, spawnErr
@@ -498,7 +473,7 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 		_ = h.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("fleet: spawn on %s: %w", machine, err)
 	}
-	if err := f.nameClone(wctx, h); err != nil {
+	if err := f.nameClone(ctx, h); err != nil {
 		// An unnamed clone carries its baseline's name: it must not live.
 		_ = h.Stop(context.WithoutCancel(ctx))
 		return nil, err
@@ -509,80 +484,6 @@ func (f *Fleet) Spawn(ctx context.Context, opts SpawnOptions) (*Instance, error)
 // isSpawnState reports the states before the worker is up.
 func isSpawnState(s InstanceState) bool {
 	return s == StateRequested || s == StateSpawning || s == StateProvisioning || s == StateDegradedCache
-}
-
-// stopSpawnLocked stops an instance that is being spawned: stopping
-// until the spawn's answer, which spawnAnswerWhileStoppingLocked handles.
-// An agent that knows spawn_cancel gives the spawn up at once; another one
-// answers spawned, and the worker is stopped then.
-//
-// The spawn_cancel is queued before anything changes (a full queue is a
-// *queueFullError, for whileQueueFull).
-func (f *Fleet) stopSpawnLocked(a *agentState, inst *instance) error {
-	if a.conn != nil && a.pifleet && a.announces(transport.CapabilitySpawnCancel) {
-		if err := trySend(a.conn, &transport.SpawnCancelFrame{Header: transport.Header{TraceID: inst.rec.TraceID}, SpawnID: inst.spawnID}); err != nil {
-			return err
-		}
-	}
-	f.fireLocked(inst, EventStopRequested, nil)
-	return nil
-}
-
-// spawnAnswerWhileStoppingLocked ends an instance stopped during its
-// spawn: a spawn_error (spawn_cancelled, or any refusal) means no worker
-// runs; a spawned worker is registered and stopped.
-func (f *Fleet) spawnAnswerWhileStoppingLocked(a *agentState, inst *instance, ans transport.Frame) {
-	sp, ok := ans.(*transport.SpawnedFrame)
-	if !ok {
-		f.fireLocked(inst, EventStoppedGracefully, func(r *serverstore.Instance) { r.EndReason = "stopped during its spawn" })
-		return
-	}
-	inst.id = sp.Instance.InstanceID
-	inst.rec.InstanceID = sp.Instance.InstanceID
-	inst.rec.SessionPath = sp.Instance.SessionPath
-	f.addInstanceLocked(inst)
-	f.persistInstanceLocked(inst)
-	if _, err := f.sendStopLocked(inst, a, a.conn); err != nil {
-		// Sent again after the reconnect (stopping, InstanceTable).
-		f.log.Warn().Err(err).Str("instance", inst.id).Msg("stop of a worker stopped during its spawn not sent")
-	}
-}
-
-// spawnedLocked registers a spawned instance: the steps the agent did not
-// report are fired first (a TypeScript agent answers spawned at once).
-func (f *Fleet) spawnedLocked(a *agentState, inst *instance, info *transport.InstanceInfo) {
-	if f.hooks.spawnedReceived != nil {
-		f.hooks.spawnedReceived()
-	}
-	// The steps first, while the instance has no id: nothing is stored
-	// before its spawned state, so that a server killed in between finds
-	// the spawn's intent alone, and adopts the worker by it.
-	if inst.m.State() == StateRequested {
-		f.fireLocked(inst, EventSpawnAccepted, nil)
-	}
-	if inst.m.State() == StateSpawning {
-		f.fireLocked(inst, EventProvisioningStarted, nil)
-	}
-	inst.id = info.InstanceID
-	inst.rec.InstanceID = info.InstanceID
-	if info.BundleHash != "" {
-		inst.rec.BundleHash = info.BundleHash
-	}
-	if info.Model != nil {
-		inst.rec.Model = &serverstore.ModelRef{Provider: info.Model.Provider, ID: info.Model.ID, Thinking: info.Model.Thinking}
-	}
-	inst.rec.SessionPath = info.SessionPath
-	inst.rec.ModelPinned = info.ModelPinned
-	if w := info.Worktree; w != nil {
-		inst.rec.Worktree = &serverstore.Worktree{Repo: w.Repo, Path: w.Path, Branch: w.Branch, Base: w.Base, BaseRef: w.BaseRef}
-	}
-	f.addInstanceLocked(inst)
-	f.annotateSpawnedLocked(inst)
-	f.fireLocked(inst, EventSpawned, nil)
-	for _, ev := range a.orphans[inst.id] {
-		f.onEventLocked(a, ev, nil, nil)
-	}
-	delete(a.orphans, inst.id)
 }
 
 // lookupLocked returns the instance and its agent's connection, checked
@@ -802,17 +703,14 @@ func (i *Instance) Stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if isSpawnState(inst.m.State()) { // the spawn is given up; its answer ends it
-			if err := f.stopSpawnLocked(a, inst); err != nil {
-				return err
-			}
-			ended = inst.ended
-			return nil
-		}
+		spawning := isSpawnState(inst.m.State()) // the spawn is given up; its answer ends it
 		var ok bool
 		w, _, ok, err = f.stepLocked(&drive{inst: inst, a: a, c: c}, coreInput{Kind: inStop})
 		if !ok {
 			return &StateError{Kind: "instance", ID: i.id, State: string(inst.m.State()), Op: "stop"}
+		}
+		if err == nil && spawning {
+			ended = inst.ended
 		}
 		return err
 	})

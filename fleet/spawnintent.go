@@ -72,14 +72,9 @@ func spawnIntent(id string, rec serverstore.Instance) serverstore.SpawnIntent {
 		SessionMode: rec.SessionMode, StaleBaseline: rec.StaleBaseline}
 }
 
-// forgetSpawnIntent queues the removal of the intent of a spawn that
-// returned; nobody waits for it (one left over is settled at the agent's
-// next reconnect, after a restart).
-func (f *Fleet) forgetSpawnIntent(id string) {
-	f.queueForget(id)
-}
-
-// queueForget queues the removal of the intents ids, logging a failure.
+// queueForget queues the removal of the intents ids, logging a failure;
+// nobody waits for it (one left over is settled at the agent's next
+// reconnect, after a restart).
 func (f *Fleet) queueForget(ids ...string) {
 	if len(ids) == 0 {
 		return
@@ -153,7 +148,7 @@ func (f *Fleet) adoptLocked(a *agentState, in serverstore.SpawnIntent, info tran
 	inst := newInstance(f, "", in.Machine, rec, InstanceTable.Start())
 	inst.spawnID = in.SpawnID
 	f.applyManifest(inst)
-	f.spawnedLocked(a, inst, &info)
+	f.spawnedLocked(inst, &info)
 	f.log.Warn().Str("agent", a.name).Str("instance", inst.id).Str("spawnId", in.SpawnID).
 		Msg("adopted the worker of a spawn whose answer the server had not stored")
 	return inst
