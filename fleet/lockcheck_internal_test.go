@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -33,16 +32,7 @@ func (f *Fleet) LockHolds() []time.Duration {
 // HoldWrites stops the state store's writer until release is called (or
 // the test ends): what is queued meanwhile waits.
 func (f *Fleet) HoldWrites(t testing.TB) (release func()) {
-	started, hold := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	f.store.Queue(func(*serverstore.Tx) error {
-		once.Do(func() { close(started) })
-		<-hold
-		return nil
-	}, nil)
-	<-started
-	var rel sync.Once
-	release = func() { rel.Do(func() { close(hold) }) }
+	release = f.store.Hold()
 	t.Cleanup(release)
 	return release
 }
@@ -127,5 +117,25 @@ func TestWaitingForTheDiskUnderTheCoreLockPanics(t *testing.T) {
 	}()
 	if panicked == nil {
 		t.Fatal("a write waited for under the fleet lock alone did not panic")
+	}
+}
+
+// whileLockHeld runs fn while this goroutine holds the fleet lock, and
+// fails the test (what names fn's work) if fn does not return within a
+// minute: what fn does must not wait for that lock.
+func whileLockHeld(t *testing.T, f *Fleet, what string, fn func() error) {
+	t.Helper()
+	f.mu.Lock()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		f.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		f.mu.Unlock()
+		t.Fatalf("%s waited for the fleet lock", what)
 	}
 }

@@ -105,6 +105,23 @@ func (s *Store) Queue(fn func(*Tx) error, then func(error)) *Pending {
 	return p
 }
 
+// Hold stops the writer until release is called: it queues a change
+// that waits, and returns once the writer runs it, so that what is queued
+// next waits behind it. It is for tests of what a slow disk delays;
+// release may be called more than once.
+func (s *Store) Hold() (release func()) {
+	started, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.Queue(func(*Tx) error {
+		once.Do(func() { close(started) })
+		<-hold
+		return nil
+	}, nil)
+	<-started
+	var rel sync.Once
+	return func() { rel.Do(func() { close(hold) }) }
+}
+
 // commitLoop commits the queue group by group until it is closed and
 // empty.
 func (s *Store) commitLoop() {

@@ -13,16 +13,7 @@ import (
 // the returned function is called, so that what is queued next gathers.
 func blockWriter(t *testing.T, st *Store) (release func()) {
 	t.Helper()
-	started, hold := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	st.Queue(func(*Tx) error {
-		once.Do(func() { close(started) })
-		<-hold
-		return nil
-	}, nil)
-	<-started
-	var rel sync.Once
-	release = func() { rel.Do(func() { close(hold) }) }
+	release = st.Hold()
 	t.Cleanup(release)
 	return release
 }
