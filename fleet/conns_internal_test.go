@@ -166,27 +166,13 @@ func TestTheDirectoryDoesNotWaitForTheFleetLock(t *testing.T) {
 	f, _ := pipedFleet(t, 1, 0)
 	defer f.Close()
 	d := directory{f}
-	f.mu.Lock()
-	done := make(chan error, 1)
-	go func() {
+	whileLockHeld(t, f, "the dialer's directory", func() error {
 		if got := d.Connected("box-00000"); !got {
-			done <- fmt.Errorf("Connected = false for an established agent")
-			return
+			return fmt.Errorf("Connected = false for an established agent")
 		}
 		if !d.Eligible("box-00000") || d.Addresses("box-00000") != nil || len(d.Targets()) != 0 {
-			done <- fmt.Errorf("directory: eligible %v, addresses %v, targets %v", d.Eligible("box-00000"), d.Addresses("box-00000"), d.Targets())
-			return
+			return fmt.Errorf("directory: eligible %v, addresses %v, targets %v", d.Eligible("box-00000"), d.Addresses("box-00000"), d.Targets())
 		}
-		done <- f.WaitAgent(t.Context(), "box-00000")
-	}()
-	select {
-	case err := <-done:
-		f.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		f.mu.Unlock()
-		t.Fatal("the dialer's directory waited for the fleet lock")
-	}
+		return f.WaitAgent(t.Context(), "box-00000")
+	})
 }

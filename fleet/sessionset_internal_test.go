@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -49,35 +48,21 @@ func TestTheSessionDataDoesNotWaitForTheFleetLock(t *testing.T) {
 	f, _ := pipedFleet(t, 1, 0)
 	defer f.Close()
 	const agent, path = "box-00000", "/s/one.jsonl"
-	f.mu.Lock()
-	done := make(chan error, 1)
-	go func() {
+	whileLockHeld(t, f, "the session data", func() error {
 		if err := reportOne(f, agent, path); err != nil {
-			done <- err
-			return
+			return err
 		}
 		f.sessions.projection(agent).Annotate(agent, path, func(sf *session.ServerFields) { sf.Bundle = "b" })
 		f.sessions.persist(agent)
 		f.sessions.setHead(agent, "/repo", "abc")
 		switch got := f.Sessions(agent); {
 		case len(got) != 1 || got[0].Path != path || got[0].Bundle != "b":
-			done <- fmt.Errorf("Sessions(%s) = %+v, want %s with bundle b", agent, got, path)
+			return fmt.Errorf("Sessions(%s) = %+v, want %s with bundle b", agent, got, path)
 		case f.sessions.head(agent, "/repo") != "abc":
-			done <- fmt.Errorf("head = %q, want abc", f.sessions.head(agent, "/repo"))
-		default:
-			done <- nil
+			return fmt.Errorf("head = %q, want abc", f.sessions.head(agent, "/repo"))
 		}
-	}()
-	select {
-	case err := <-done:
-		f.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		f.mu.Unlock()
-		t.Fatal("the session data waited for the fleet lock")
-	}
+		return nil
+	})
 	if rec, ok := storedProjection(t, f, agent).Get(agent, path); !ok || rec.Bundle != "b" {
 		t.Fatalf("stored projection: %+v (found %v), want bundle b", rec, ok)
 	}
