@@ -3,8 +3,12 @@
 package fleet_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,23 +37,35 @@ func answerText(n int) string { return strings.Repeat("0123456789abcdef", n/16+1
 // (16-character chunks), with a counting proxy between server and agent.
 // It reports the bytes agent → server per answer and per character
 // (wire/char), the message_update events the prompt's OnEvent got per
-// second, and this process's CPU per answer (server, agent and proxy:
-// the worker and shim are processes of their own).
+// second, and the CPU per answer of this process (server, agent and
+// proxy), of the shim and of the worker (processes of their own).
 func BenchmarkStreamedAnswer(b *testing.B) {
 	for _, mode := range streamModes {
 		for _, size := range answerSizes {
-			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", size) })
+			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", size, 16) })
 		}
 	}
 }
 
-func benchStreamedAnswer(b *testing.B, whole bool, size int) {
+// BenchmarkSmallUpdates is a long run of small updates: answers of 1,000
+// characters streamed a character at a time (1,000 message_update events
+// per answer, each with a partial message of at most 1 KB), through the
+// same stack as BenchmarkStreamedAnswer.
+func BenchmarkSmallUpdates(b *testing.B) {
+	for _, mode := range streamModes {
+		b.Run(mode, func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", 1000, 1) })
+	}
+}
+
+func benchStreamedAnswer(b *testing.B, whole bool, size, chunk int) {
+	defer fleet.SetLockCheck(fleet.SetLockCheck(false)) // the tests' lock check reads the stack at every Lock
 	reg := b.TempDir()
 	publish(b, reg, "plain", `{}`)
 	addr, ps := startAgentWith(b, pitest.Scripted, reg, func(c *agent.Config) {
 		c.BehindProxy = true
 		c.NoEventDelta = whole
 		c.PeerQueueBytes = 1 << 30 // the whole stream of a 200 KB answer is GBs: measure it, do not drop it
+		c.Env = append(c.Env, "PIFLEET_FAUX_CHUNK="+strconv.Itoa(chunk))
 	})
 	proxy, err := netfault.Start(addr)
 	if err != nil {
@@ -71,8 +87,9 @@ func benchStreamedAnswer(b *testing.B, whole bool, size int) {
 		}
 	}}
 	var wire int64
-	var cpu, took time.Duration
+	var cpu, took, shimCPU, workerCPU time.Duration
 	for b.Loop() {
+		p0 := childrenCPU() // read before and after what it measures: it costs a walk of /proc
 		w0, c0, t0 := proxy.Forwarded(netfault.Downstream), cpuTime(), time.Now()
 		got, err := inst.Prompt(b.Context(), "say: "+text, opts)
 		if err != nil {
@@ -81,6 +98,9 @@ func benchStreamedAnswer(b *testing.B, whole bool, size int) {
 		took += time.Since(t0)
 		wire += proxy.Forwarded(netfault.Downstream) - w0
 		cpu += cpuTime() - c0
+		p1 := childrenCPU()
+		shimCPU += p1.shim - p0.shim
+		workerCPU += p1.worker - p0.worker
 		if got != text {
 			b.Fatalf("answer of %d characters, want %d", len(got), len(text))
 		}
@@ -90,9 +110,73 @@ func benchStreamedAnswer(b *testing.B, whole bool, size int) {
 	b.ReportMetric(float64(wire)/n/float64(size), "wire/char")
 	b.ReportMetric(float64(updates)/took.Seconds(), "updates/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/n, "cpu-ms/op")
+	b.ReportMetric(float64(shimCPU.Microseconds())/1000/n, "shim-cpu-ms/op")
+	b.ReportMetric(float64(workerCPU.Microseconds())/1000/n, "worker-cpu-ms/op")
+	// What pifleet's own parts (this process and the shim) carry per
+	// second of CPU, apart from what the worker takes to write them.
+	if stack := cpu + shimCPU; stack > 0 {
+		b.ReportMetric(float64(updates)/stack.Seconds(), "stack-updates/cpu-s")
+	}
 	if err := inst.Stop(b.Context()); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// processCPU is the CPU time of this process's children (the shims the
+// agent started) and of their descendants (the workers), as /proc has
+// it: a tick is 10 ms, so it is read over a whole answer.
+type processCPU struct{ shim, worker time.Duration }
+
+func childrenCPU() processCPU {
+	var out processCPU
+	for _, shim := range childPids(os.Getpid()) {
+		out.shim += procCPU(shim)
+		for _, p := range descendants(shim) {
+			out.worker += procCPU(p)
+		}
+	}
+	return out
+}
+
+// childPids lists pid's children (every thread's).
+func childPids(pid int) []int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range childPids(pid) {
+		out = append(append(out, c), descendants(c)...)
+	}
+	return out
+}
+
+// procCPU is a process's user and system time from /proc/<pid>/stat (0
+// once it is gone).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th of them.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }
 
 // BenchmarkServerStreamCPU is the server's part alone: an in-process

@@ -19,6 +19,8 @@ type Encoder struct {
 	// done is the finished messages of the run so far, which a later
 	// line may refer to (msgs are spans of the worker's lines).
 	done held
+	// arena gives the trees of the lines their nodes.
+	arena arena
 }
 
 // Coded is one event, coded for every kind of receiver. Which form a
@@ -51,7 +53,7 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	if repeats(line) {
 		e.base, e.ops = nil, nil
 		if len(e.done.seqs) > 0 {
-			if n, err := parseTree(line); err == nil {
+			if n, err := parseTree(line, &e.arena); err == nil {
 				c.tree, c.refs = n, findHeld(&e.done, n, nil, nil)
 			}
 		}
@@ -61,7 +63,7 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 		}
 		return c
 	}
-	u, ok := parseUpdate(line)
+	u, ok := parseUpdate(line, &e.arena)
 	prev, prevOps, prevSeq := e.base, e.ops, e.baseSeq
 	e.base, e.ops = nil, nil
 	if !ok {

@@ -39,12 +39,63 @@ type parser struct {
 	b     []byte
 	i     int
 	depth int
+	arena *arena
 }
 
+// arena hands out a tree's nodes and its containers' member lists from
+// blocks, a few allocations per line instead of a few per member: a
+// parsed partial message is a few dozen nodes, parsed at every update.
+// Blocks are never reused: a tree keeps what it was given for as long as
+// anything refers to it, as with separate allocations.
+type arena struct {
+	nodes []node
+	ptrs  []*node
+	keys  [][]byte
+	// The members of the containers being read, innermost last.
+	kidStack []*node
+	keyStack [][]byte
+}
+
+func (a *arena) node(n node) *node {
+	if len(a.nodes) == cap(a.nodes) {
+		a.nodes = make([]node, 0, blockSize(cap(a.nodes)))
+	}
+	a.nodes = append(a.nodes, n)
+	return &a.nodes[len(a.nodes)-1]
+}
+
+// kids and keyList move a container's members, the stack's from from
+// on, into a block.
+func (a *arena) kids(from int) []*node     { return carve(&a.ptrs, &a.kidStack, from) }
+func (a *arena) keyList(from int) [][]byte { return carve(&a.keys, &a.keyStack, from) }
+
+// carve moves (*stack)[from:] to the end of *block, a new block when it
+// is full, and returns the copy with its capacity clipped, so that
+// appending to it copies instead of writing over a neighbour's.
+func carve[T any](block, stack *[]T, from int) []T {
+	src := (*stack)[from:]
+	if len(*block)+len(src) > cap(*block) {
+		*block = make([]T, 0, max(blockSize(cap(*block)), len(src)))
+	}
+	start := len(*block)
+	*block = append(*block, src...)
+	clear(src) // the stack lets go of what it held
+	*stack = (*stack)[:from]
+	return (*block)[start:len(*block):len(*block)]
+}
+
+// blockSize is the size of the block after one of size n: small for the
+// first, so that a short line costs little, larger as a tree grows.
+func blockSize(n int) int { return min(max(2*n, 16), 256) }
+
 // parseTree reads b, which must be exactly one JSON value without
-// insignificant whitespace (what JSON.stringify writes), into a tree.
-func parseTree(b []byte) (*node, error) {
-	p := &parser{b: b}
+// insignificant whitespace (what JSON.stringify writes), into a tree
+// whose nodes come from a (nil: a fresh arena).
+func parseTree(b []byte, a *arena) (*node, error) {
+	if a == nil {
+		a = new(arena)
+	}
+	p := &parser{b: b, arena: a}
 	n, err := p.value()
 	if err != nil {
 		return nil, err
@@ -94,7 +145,7 @@ func (p *parser) value() (*node, error) {
 		return nil, p.errorf("not a JSON value")
 	}
 	p.i = end
-	return &node{raw: p.b[start:end]}, nil
+	return p.arena.node(node{raw: p.b[start:end]}), nil
 }
 
 func (p *parser) literal(word string) int {
@@ -115,7 +166,7 @@ func (p *parser) container(open byte) (*node, error) {
 		closing = '}'
 	}
 	start := p.i
-	n := &node{kind: open}
+	kidsFrom, keysFrom := len(p.arena.kidStack), len(p.arena.keyStack)
 	p.i++
 	for first := true; ; first = false {
 		if p.i < len(p.b) && p.b[p.i] == closing && first {
@@ -130,14 +181,14 @@ func (p *parser) container(open byte) (*node, error) {
 			if end < 0 || end >= len(p.b) || p.b[end] != ':' {
 				return nil, p.errorf("want a key and ':'")
 			}
-			n.keys = append(n.keys, p.b[ks:end])
+			p.arena.keyStack = append(p.arena.keyStack, p.b[ks:end])
 			p.i = end + 1
 		}
 		kid, err := p.value()
 		if err != nil {
 			return nil, err
 		}
-		n.kids = append(n.kids, kid)
+		p.arena.kidStack = append(p.arena.kidStack, kid)
 		if p.i < len(p.b) && p.b[p.i] == ',' {
 			p.i++
 			continue
@@ -149,7 +200,10 @@ func (p *parser) container(open byte) (*node, error) {
 	}
 	p.i++
 	p.depth--
-	n.raw = p.b[start:p.i]
+	n := p.arena.node(node{kind: open, raw: p.b[start:p.i], kids: p.arena.kids(kidsFrom)})
+	if open == '{' {
+		n.keys = p.arena.keyList(keysFrom)
+	}
 	return n, nil
 }
 

@@ -20,6 +20,7 @@ type Rebuilder struct {
 	max    int
 	chains map[string]*chain
 	done   map[string]*held // the finished messages held, per worker
+	arena  arena            // nodes for the trees of the entries
 }
 
 type chain struct {
@@ -218,7 +219,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 		if end, err := skipValue(line, 0); err != nil || end != len(line) {
 			return nil, nil, badEntry("whole update is not one JSON value")
 		}
-		u, ok := parseUpdate(line)
+		u, ok := parseUpdate(line, &r.arena)
 		out := WholeLine(line)
 		if ok && !u.ends() {
 			r.chains[instanceID] = &chain{seq: seq, u: u, line: out}
@@ -235,7 +236,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	if ch == nil || ch.seq != base {
 		return nil, nil, ErrNoBase
 	}
-	n, perr := parseTree(entry)
+	n, perr := parseTree(entry, &r.arena)
 	if perr != nil {
 		return nil, nil, badEntry("%v", perr)
 	}
@@ -300,7 +301,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 // {"m":template,"r":[[path,seq]…]}: each path leads to a null in the
 // template, where the message of the message_end of seq goes.
 func (r *Rebuilder) resolve(instanceID string, entry []byte) ([]byte, error) {
-	n, err := parseTree(entry)
+	n, err := parseTree(entry, &r.arena)
 	if err != nil {
 		return nil, badEntry("%v", err)
 	}

@@ -35,10 +35,14 @@ type update struct {
 // ends reports whether u is the last line of its message.
 func (u *update) ends() bool { return bytes.Equal(u.kind, typeEnd) }
 
-// parseUpdate splits line when it has one of the shapes above.
-func parseUpdate(line []byte) (*update, bool) {
+// parseUpdate splits line when it has one of the shapes above; the
+// tree's nodes come from a (nil: a fresh arena).
+func parseUpdate(line []byte, a *arena) (*update, bool) {
+	if a == nil {
+		a = new(arena)
+	}
 	if bytes.HasPrefix(line, []byte(`{"type":"message_start","message":{`)) || bytes.HasPrefix(line, []byte(`{"type":"message_end","message":{`)) {
-		n, err := parseTree(line)
+		n, err := parseTree(line, a)
 		if err != nil || len(n.keys) != 2 || n.kids[1].kind != '{' {
 			return nil, false
 		}
@@ -50,7 +54,7 @@ func parseUpdate(line []byte) (*update, bool) {
 	// Only the assistantMessageEvent is parsed: the message after it must
 	// be the partial again, byte for byte, which a comparison tells (at
 	// memory speed, where parsing it would scan it a second time).
-	p := &parser{b: line, i: len(linePrefix), depth: 1}
+	p := &parser{b: line, i: len(linePrefix), depth: 1, arena: a}
 	ev, err := p.value()
 	if err != nil || ev.kind != '{' {
 		return nil, false
