@@ -102,6 +102,7 @@ type scriptPeer struct {
 	// backlog holds the frames a sync read past, for recv to see first.
 	backlog []transport.Frame
 	syncs   int
+	holds   chan string // the instances whose prompt the peer holds, as it does
 }
 
 func runScript(t *testing.T, lines []string) []string {
@@ -233,13 +234,20 @@ func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, erro
 		return nil, errors.New("agent NAME pifleet|v1 [CAPABILITY…]")
 	}
 	name := args[1]
-	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{},
+	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{}, holds: make(chan string, 1024),
 		ignore: map[string]bool{transport.TypeHello: true, transport.TypeAuthProof: true}}
 	sp.testAgentPeer = newTestAgentPeer(r.t, name, args[2] == "pifleet", func(p *testAgentPeer) {
 		p.script = sp.intercept
 		p.spawnGate = sp.gateSpawn
 		p.stopGate = sp.gateStop
 		p.caps = args[3:]
+		p.onHold = func(id string) {
+			select {
+			case sp.holds <- id:
+			default:
+				r.t.Error("script peer: too many prompts held")
+			}
+		}
 	})
 	r.peers[name] = sp
 	r.order = append(r.order, name)
@@ -705,6 +713,7 @@ func (r *scriptRun) cmdAwait(ctx context.Context, args []string) ([]string, erro
 //	release TYPE       answers the held ones as the peer would have
 //	reply TYPE {json}  answers the oldest held frame of TYPE with the frame
 //	hold prompts / release prompts   prompts start but settle only when released
+//	held INST          waits until the peer holds a prompt of INST
 //	discard prompts    the held prompts never settle, new ones do
 //	spawn_error CODE "message"       answers every spawn with a spawn_error
 //	sync               waits until the fleet handled every frame sent before
@@ -742,6 +751,17 @@ func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest 
 		return nil, nil
 	case "release":
 		return nil, p.release(arg(0))
+	case "held":
+		for {
+			select {
+			case id := <-p.holds:
+				if id == arg(0) {
+					return nil, nil
+				}
+			case <-time.After(scriptWait):
+				return nil, fmt.Errorf("%s holds no prompt of %s", p.machine, arg(0))
+			}
+		}
 	case "discard": // discard prompts: held ones never settle; new ones run
 		p.testAgentPeer.mu.Lock()
 		p.holdPrompts, p.testAgentPeer.held = false, map[string]peerRun{}

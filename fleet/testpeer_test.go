@@ -41,9 +41,11 @@ type testAgentPeer struct {
 	seq        float64
 	spawnError *transport.SpawnErrorFrame
 	reply      func(instanceID, text string) string
-	// holdPrompts makes prompts start (agent_start) without settling.
+	// holdPrompts makes prompts start (agent_start) without settling;
+	// onHold, when set, is told of each prompt held, once it is.
 	holdPrompts bool
 	held        map[string]peerRun
+	onHold      func(instanceID string)
 	// updates is how many message_update events precede each answer.
 	updates int
 	tasks   map[string]string // task id → instance id
@@ -452,12 +454,15 @@ func (p *testAgentPeer) run(c *transport.Conn, id, text, taskID string) {
 	}
 	p.event(c, id, `{"type":"agent_start"}`)
 	p.mu.Lock()
-	hold := p.holdPrompts
+	hold, onHold := p.holdPrompts, p.onHold
 	if hold {
 		p.held[id] = peerRun{text: text, taskID: taskID}
 	}
 	p.mu.Unlock()
 	if hold {
+		if onHold != nil {
+			onHold(id)
+		}
 		return
 	}
 	p.finish(c, id, text, taskID)
