@@ -166,7 +166,7 @@ func TestTheDirectoryDoesNotWaitForTheFleetLock(t *testing.T) {
 	f, _ := pipedFleet(t, 1, 0)
 	defer f.Close()
 	d := directory{f}
-	whileLockHeld(t, f, "the dialer's directory", func() error {
+	whileLockHeld(t, f, f.mu.Lock, "the dialer's directory", func() error {
 		if got := d.Connected("box-00000"); !got {
 			return fmt.Errorf("Connected = false for an established agent")
 		}

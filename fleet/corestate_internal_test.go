@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"testing"
-	"time"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -92,41 +91,25 @@ func TestCoreStateCatchUpsAndSpawnIntents(t *testing.T) {
 func TestCoreReadsDoNotWaitForAConnectionChange(t *testing.T) {
 	f, _ := pipedFleet(t, 1, 1)
 	defer f.Close()
-	f.mu.lockAgents()
-	done := make(chan error, 1)
-	go func() {
+	whileLockHeld(t, f, f.mu.lockAgents, "a read of the core", func() error {
 		st := f.Status(t.Context())
 		if len(st.Agents) != 1 || len(st.Instances) != 1 || st.Instances[0].State != StateIdle {
-			done <- fmt.Errorf("status: agents %+v, instances %+v", st.Agents, st.Instances)
-			return
+			return fmt.Errorf("status: agents %+v, instances %+v", st.Agents, st.Instances)
 		}
 		i, err := f.Instance("i-00000-00")
 		if err != nil {
-			done <- err
-			return
+			return err
 		}
 		if s := i.State(); s != StateIdle {
-			done <- fmt.Errorf("State = %s, want idle", s)
-			return
+			return fmt.Errorf("State = %s, want idle", s)
 		}
 		if _, err := f.Task("t-none"); !errors.Is(err, ErrUnknownTask) {
-			done <- fmt.Errorf("Task(t-none) = %v, want ErrUnknownTask", err)
-			return
+			return fmt.Errorf("Task(t-none) = %v, want ErrUnknownTask", err)
 		}
 		_ = f.Tasks()
 		_ = f.ListSessions(SessionFilter{})
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		f.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		f.mu.Unlock()
-		t.Fatal("a read of the core waited for the fleet lock")
-	}
+		return nil
+	})
 }
 
 // Status and the getters read the core while connection losses change

@@ -120,12 +120,13 @@ func TestWaitingForTheDiskUnderTheCoreLockPanics(t *testing.T) {
 	}
 }
 
-// whileLockHeld runs fn while this goroutine holds the fleet lock, and
-// fails the test (what names fn's work) if fn does not return within a
-// minute: what fn does must not wait for that lock.
-func whileLockHeld(t *testing.T, f *Fleet, what string, fn func() error) {
+// whileLockHeld runs fn while this goroutine holds the fleet lock, taken
+// by lock (f.mu.Lock, or f.mu.lockAgents for the part of it a connection's
+// change takes), and fails the test (what names fn's work) if fn does not
+// return within a minute: what fn does must not wait for that lock.
+func whileLockHeld(t *testing.T, f *Fleet, lock func(), what string, fn func() error) {
 	t.Helper()
-	f.mu.Lock()
+	lock()
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
 	select {

@@ -48,7 +48,7 @@ func TestTheSessionDataDoesNotWaitForTheFleetLock(t *testing.T) {
 	f, _ := pipedFleet(t, 1, 0)
 	defer f.Close()
 	const agent, path = "box-00000", "/s/one.jsonl"
-	whileLockHeld(t, f, "the session data", func() error {
+	whileLockHeld(t, f, f.mu.Lock, "the session data", func() error {
 		if err := reportOne(f, agent, path); err != nil {
 			return err
 		}
