@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/internal/e2ekit"
@@ -97,13 +96,10 @@ func until(t *testing.T, s *controlapi.Stream, what string, ok func(controlapi.C
 func TestEndToEnd(t *testing.T) {
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{
+	publishDefault(t, reg, map[string]string{
 		"bundle.json":            `{"skills":["skills/review"],"model":{"primary":{"provider":"faux","id":"faux-1"}}}`,
 		"skills/review/SKILL.md": "---\nname: review\ndescription: review code\n---\nReview.\n",
 	})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)

@@ -22,7 +22,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/internal/e2ekit"
@@ -50,14 +49,11 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy, max
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := source(t, map[string]string{
+	publishDefault(t, reg, map[string]string{
 		"ext/faux-provider.ts": string(faux),
 		"bundle.json": fmt.Sprintf(`{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":%d}}`,
 			maxRejects),
 	})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	ps := pitest.Command(t, kind, pitest.Options{})
 	whois, err := identity.ParseStatic("127.0.0.1=box")
 	if err != nil {

@@ -32,6 +32,15 @@ func cliOK(t *testing.T, api string) func(args ...string) string {
 	}
 }
 
+// publishDefault publishes a bundle "default" made of files (path →
+// content) into the registry reg.
+func publishDefault(t *testing.T, reg string, files map[string]string) {
+	t.Helper()
+	if _, err := registry.Publish(reg, "default", source(t, files), registry.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func source(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/internal/testnet"
@@ -102,10 +101,7 @@ func awaitAgentState(t *testing.T, c *controlapi.Client, name, state string) {
 func TestServe(t *testing.T) {
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{"skills/a/SKILL.md": "# a\n"})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishDefault(t, reg, map[string]string{"skills/a/SKILL.md": "# a\n"})
 	cmd := &ServeCmd{
 		StateDir:    filepath.Join(dir, "state"),
 		Registry:    reg,

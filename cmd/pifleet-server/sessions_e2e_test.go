@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/controlapi"
 )
 
@@ -53,10 +52,7 @@ func TestSessionsEndToEnd(t *testing.T) {
 	}
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishDefault(t, reg, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
 	repo := filepath.Join(dir, "api")
 	if err := os.Mkdir(repo, 0o755); err != nil {
 		t.Fatal(err)

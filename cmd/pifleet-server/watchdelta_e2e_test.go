@@ -14,7 +14,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/controlapi"
 )
 
@@ -63,10 +62,7 @@ func rawWatchChanges(t *testing.T, ctx context.Context, sock, query string, open
 func TestWatchDeltasThroughTheRealStack(t *testing.T) {
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishDefault(t, reg, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/agent"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/internal/browsertest"
@@ -30,10 +29,7 @@ func TestADialogThatEndsUnansweredLeavesThePage(t *testing.T) {
 	browsertest.Find(t)
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishDefault(t, reg, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
 	const dialogWait = 6 * time.Second // long enough for the page to show it
 	addr, _ := startAgentWith(t, reg, pitest.Scripted, func(c *agent.Config) { c.DialogTimeout = dialogWait })
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",

@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/internal/browsertest"
 	"example.com/pifleet/internal/pitest"
 )
@@ -63,13 +62,10 @@ func TestWebPageDrivesARealPiWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := source(t, map[string]string{
+	publishDefault(t, reg, map[string]string{
 		"ext/faux-provider.ts": string(ext),
 		"bundle.json":          `{"extensions":["ext/faux-provider.ts"],"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`,
 	})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + startAgentOfKind(t, reg, pitest.RealPi)}, WhoisStatic: []string{"127.0.0.1=box"}, UI: "127.0.0.1:0"}
 	s, c := startServe(t, cmd)

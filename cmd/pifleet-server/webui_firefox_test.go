@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"example.com/pifleet/bundle/registry"
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/internal/browsertest"
 )
@@ -30,10 +29,7 @@ func TestWebPageInFirefox(t *testing.T) {
 	browsertest.FindFirefox(t)
 	dir := socketDir(t)
 	reg := filepath.Join(dir, "registry")
-	src := source(t, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`})
-	if _, err := registry.Publish(reg, "default", src, registry.PublishOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	publishDefault(t, reg, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}},"review":{"maxRejects":3}}`})
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
 		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}, UI: "127.0.0.1:0"}
 	s, c := startServe(t, cmd)
