@@ -27,6 +27,9 @@ func (c *WatchCmd) Run(out *Output) error {
 			return err
 		}
 		defer s.Close()
+		if !c.Events {
+			s.OmitEventData() // skipped below: not worth writing a streamed update out
+		}
 		enc := json.NewEncoder(out.Out)
 		for {
 			ch, err := nextChange(ctx, s)

@@ -467,6 +467,13 @@ func (s *Stream) Next() (Change, error) {
 	return s.deltas.rebuild(w)
 }
 
+// OmitEventData makes Next leave every worker event's Data empty (Event
+// still names its type), for a reader that shows only what happens to
+// agents, instances and tasks: a streamed answer's updates are then never
+// written out whole, so an answer of n characters costs the reader O(n),
+// not O(n²). Call it before the first Next.
+func (s *Stream) OmitEventData() { s.deltas.omit = true }
+
 // eventStream is an open stream of server-sent events, one JSON value per
 // event (the watch, the wakes).
 type eventStream struct {

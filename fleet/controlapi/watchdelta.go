@@ -75,6 +75,8 @@ func (d *deltaCoder) code(c Change) wireChange {
 type deltaRebuilder struct {
 	rb   *streamdelta.Rebuilder
 	seqs map[string]uint64
+	// omit: the reader wants no event's Data (Stream.OmitEventData).
+	omit bool
 }
 
 func newDeltaRebuilder() *deltaRebuilder {
@@ -101,7 +103,11 @@ func (r *deltaRebuilder) rebuild(w wireChange) (Change, error) {
 		base := seq - 1
 		updates := make([]byte, 0, len(w.Delta)+2)
 		updates = append(append(append(updates, '['), w.Delta...), ']')
-		err := r.rb.Rebuild(c.InstanceID, seq, &base, updates, func(_ uint64, line, _ []byte) { c.Data = line })
+		err := r.rb.RebuildLines(c.InstanceID, seq, &base, updates, func(_ uint64, line *streamdelta.Line, _ []byte) {
+			if !r.omit {
+				c.Data = line.Bytes() // O(message): what omit saves
+			}
+		})
 		if err != nil {
 			return Change{}, fmt.Errorf("%w: change %d: %w", ErrWatchDelta, c.Seq, err)
 		}
@@ -114,6 +120,9 @@ func (r *deltaRebuilder) rebuild(w wireChange) (Change, error) {
 		_ = r.rb.Rebuild(c.InstanceID, seq, nil, whole, func(uint64, []byte, []byte) {})
 	default:
 		r.rb.Forget(c.InstanceID) // no delta comes after it: drop the partial message
+	}
+	if r.omit {
+		c.Data = nil
 	}
 	return c, nil
 }

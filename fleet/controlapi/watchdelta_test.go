@@ -236,3 +236,29 @@ func TestWatchDeltasCostLinearBytes(t *testing.T) {
 		t.Errorf("without deltas a 20 KB answer cost %d bytes: the comparison measures nothing", whole)
 	}
 }
+
+// A reader that omits the events' data gets every change, the events
+// without their bytes.
+func TestWatchOmitEventData(t *testing.T) {
+	b := replayBackend{newRecordingBackend(), interleaved}
+	c := client(t, serve(t, b, DefaultAddr(shortDir(t))))
+	s, err := c.Watch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.OmitEventData()
+	want := interleaved()
+	for i := range want {
+		ch, err := s.Next()
+		if err != nil {
+			t.Fatalf("change %d: %v", i+1, err)
+		}
+		if ch.Kind != want[i].Kind || ch.Event != want[i].Event || ch.Kind == ChangeEvent && ch.Data != nil {
+			t.Fatalf("change %d = %+v %s, want %+v without data", i+1, ch, ch.Data, want[i])
+		}
+	}
+	if _, err := s.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last change: %v", err)
+	}
+}
