@@ -19,7 +19,7 @@ import (
 // The core has its own lock, mu, in the style of Fleet.dirMu: it guards
 // the maps below and every field of the instances and tasks in them (and
 // of the instances being spawned, agentState.spawning). It is written
-// holding f.mu and then mu, which f.mu.Lock takes by itself (see
+// holding mu and f.mu, which f.mu.Lock takes by itself (mu first, see
 // fleetMutex): any section under the fleet lock may change the core. It
 // is read holding either: a read that needs nothing else of f.mu's (an
 // SDK getter, Status, the control API's reads) takes mu.RLock alone, and

@@ -62,16 +62,16 @@ type Fleet struct {
 	//
 	//  1. agentState.catchUp: one agent's session catch-ups, one at a
 	//     time (held across the agent's requests).
-	//  2. mu (lockcheck.go): the fleet lock. It guards the lifecycle and
-	//     the agents' connections (agents, agent.go) and is held by every
-	//     change; mu.Lock takes the core's lock (3) after it, so that any
-	//     section under it may change the instances and tasks, and
-	//     mu.lockAgents takes mu alone, for a section that changes only a
-	//     connection.
-	//  3. core.mu (corestate.go): the instances and tasks, the catch-ups
-	//     running and the spawns a previous life left. Written under mu
-	//     and core.mu; read under either: the SDK's and the control
+	//  2. core.mu (corestate.go): the instances and tasks, the catch-ups
+	//     running and the spawns a previous life left. Written under
+	//     core.mu and mu; read under either: the SDK's and the control
 	//     API's reads take core.mu alone, for reading.
+	//  3. mu (lockcheck.go): the fleet lock. It guards the lifecycle and
+	//     the agents' connections (agents, agent.go) and is held by every
+	//     change. mu.Lock takes core.mu before it, so that any section
+	//     under it may change the instances and tasks (and the fleet lock
+	//     is not held while the core's readers finish); mu.lockAgents
+	//     takes mu alone, for a section that changes only a connection.
 	//  4. dirMu: what the dialer, WaitAgent and Status read of the agents
 	//     (see dirMu); sessions (sessionset.go): the session projections
 	//     and the repositories' HEADs; mirrors (mirrors.go): the open

@@ -10,11 +10,13 @@ import (
 )
 
 // fleetMutex is the fleet-wide lock (Fleet.mu). Lock takes the
-// instance and task core's lock (core, Fleet.core's) after it and Unlock
-// releases both, so that every section under the fleet lock may change
-// the core; lockAgents takes the fleet lock alone, for a section that
-// changes nothing of the core (an agent's connection), which the core's
-// readers then do not wait for.
+// instance and task core's lock (core, Fleet.core's) and then the fleet
+// lock, and Unlock releases both, so that every section under the fleet
+// lock may change the core; lockAgents takes the fleet lock alone, for a
+// section that changes nothing of the core (an agent's connection),
+// which the core's readers then do not wait for. The core's lock comes
+// first so that the fleet lock is never held while waiting for the
+// core's readers to finish.
 //
 // In the package's own tests (lockCheck) it knows which goroutine holds
 // it, and the state store calls mustNotHold before every wait for the
@@ -39,18 +41,19 @@ type fleetMutex struct {
 // stack read per Lock). lockTiming turns the hold times on.
 var lockCheck, lockTiming atomic.Bool
 
-// Lock takes the fleet lock, and then the core's.
+// Lock takes the core's lock, and then the fleet lock.
 func (m *fleetMutex) Lock() {
-	m.lock()
 	if m.core != nil {
 		m.core.Lock()
-		m.coreHeld = true
 	}
+	m.lock()
+	m.coreHeld = m.core != nil
 }
 
 // lockAgents takes the fleet lock without the core's: the section may
 // read the instances and tasks (their writers hold the fleet lock too),
-// never change them.
+// never change them, and must not take the core's lock (a writer may be
+// holding it while it waits for the fleet lock).
 func (m *fleetMutex) lockAgents() { m.lock() }
 
 func (m *fleetMutex) lock() {
@@ -64,16 +67,17 @@ func (m *fleetMutex) lock() {
 }
 
 func (m *fleetMutex) Unlock() {
-	if m.coreHeld {
-		m.coreHeld = false
-		m.core.Unlock()
-	}
+	core := m.coreHeld
+	m.coreHeld = false
 	m.holder.Store(0)
 	if !m.since.IsZero() {
 		m.holds = append(m.holds, time.Since(m.since))
 		m.since = time.Time{}
 	}
 	m.Mutex.Unlock()
+	if core {
+		m.core.Unlock()
+	}
 }
 
 // mustNotHold panics when the calling goroutine holds m, or the core's
@@ -92,8 +96,8 @@ func (m *fleetMutex) mustNotHold() {
 }
 
 // coreMutex is the instance and task core's lock (coreState.mu): its
-// writers hold the fleet lock (fleetMutex.Lock takes it), its readers
-// take it alone (RLock). With lockCheck it knows the goroutines that hold
+// writers go on to take the fleet lock (fleetMutex.Lock takes both), its
+// readers take it alone (RLock). With lockCheck it knows the goroutines that hold
 // it, for fleetMutex.mustNotHold.
 type coreMutex struct {
 	sync.RWMutex
