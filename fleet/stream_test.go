@@ -87,19 +87,7 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	base := 5000.0
 	bad := &transport.EventDeltaFrame{InstanceID: inst.ID(), Seq: 5001, Base: &base,
 		Updates: json.RawMessage(`[["more text"]]`)}
-	if err := c.Send(t.Context(), bad); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the server kept a connection whose streamed output it cannot rebuild")
-	}
-	for _, ch := range drainChanges(tf.sub) {
-		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), "more text") {
-			t.Fatalf("a corrupt event was delivered: %s", ch.WorkerEvent.Raw())
-		}
-	}
+	sendRefused(t, tf, c, bad, "more text", "whose streamed output it cannot rebuild")
 	tf.waitAgent(t, "box", transport.StateEstablished)
 
 	// On the new connection, a reference to the message the old one
@@ -107,17 +95,25 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	c = peer.conn()
 	ref := &transport.EventDeltaFrame{InstanceID: inst.ID(), Seq: 6000,
 		Updates: json.RawMessage(`[{"m":{"type":"turn_end","message":null,"toolResults":["leaked"]},"r":[[[1],` + fmt.Sprint(1000+len(lines)-3) + `]]}]`)}
-	if err := c.Send(t.Context(), ref); err != nil {
+	sendRefused(t, tf, c, ref, "leaked", "that referred to a message it does not hold")
+}
+
+// sendRefused sends fr, an event_delta the server cannot rebuild, on the
+// agent's connection c, and checks that the server closes c (a
+// connection why) and delivers no event containing marker.
+func sendRefused(t *testing.T, tf *testFleet, c *transport.Conn, fr *transport.EventDeltaFrame, marker, why string) {
+	t.Helper()
+	if err := c.Send(t.Context(), fr); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatal("the server kept a connection that referred to a message it does not hold")
+		t.Fatalf("the server kept a connection %s", why)
 	}
 	for _, ch := range drainChanges(tf.sub) {
-		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), "leaked") {
-			t.Fatalf("an unresolved event was delivered: %s", ch.WorkerEvent.Raw())
+		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), marker) {
+			t.Fatalf("an event the server could not rebuild was delivered: %s", ch.WorkerEvent.Raw())
 		}
 	}
 }
