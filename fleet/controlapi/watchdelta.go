@@ -50,10 +50,12 @@ func (d *deltaCoder) code(c Change) wireChange {
 	}
 	if d != nil {
 		prev := d.last[c.InstanceID]
-		if c.Worker == nil {
-			delete(d.last, c.InstanceID)
-		} else {
+		if c.Worker != nil && (c.Event == "message_start" || c.Event == "message_update") {
 			d.last[c.InstanceID] = c.Worker
+		} else {
+			// Nothing is coded against any other event: hold none (an
+			// agent_end can be a whole run's messages).
+			delete(d.last, c.InstanceID)
 		}
 		if prev != nil && c.Worker != nil {
 			if entry, ok := c.Worker.DeltaAfter(prev); ok {
