@@ -77,6 +77,7 @@ type Client struct {
 	log      zerolog.Logger
 	attached Status
 	maxFrame int
+	window   int
 	shim     *shimProcess // nil unless Start launched the shim
 
 	stdinMu sync.Mutex // one Write or CloseStdin at a time, until answered
@@ -156,6 +157,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 		log:      cfg.Logger,
 		attached: welcome.Status,
 		maxFrame: maxLineFrame(welcome.MaxLine),
+		window:   welcome.Window,
 		pending:  make(map[uint32]chan reply),
 		qKick:    make(chan struct{}, 1),
 		events:   make(chan Event, eventsBuffer),
@@ -204,6 +206,11 @@ func (c *Client) Attached() Status { return c.attached }
 // exit. It is closed when the connection ends (see Err) or the Client is
 // closed; events received before the end are delivered first.
 func (c *Client) Events() <-chan Event { return c.events }
+
+// Window is how many bytes of stdout the shim sends beyond the last Ack
+// before it waits for one: an agent that holds its acks back must send
+// one well before that.
+func (c *Client) Window() int { return c.window }
 
 // Done is closed when the connection to the shim has ended.
 func (c *Client) Done() <-chan struct{} { return c.done }

@@ -397,6 +397,8 @@ func (w *Worker) noteState(r *pirpc.Response) *pirpc.State {
 // readLoop turns one shim's records into events.
 func (w *Worker) readLoop(g *generation) {
 	defer w.wg.Done()
+	var held heldAcks
+	limit := min(maxHeldAckBytes, g.c.Window()/4)
 	for ev := range g.c.Events() {
 		switch ev.Kind {
 		case shim.EventLine:
@@ -408,7 +410,7 @@ func (w *Worker) readLoop(g *generation) {
 		case shim.EventExit:
 			w.onExit(g, ev.Seq, ev.Exit)
 		}
-		if len(g.c.Events()) == 0 {
+		if len(g.c.Events()) == 0 && !held.wait(ev, limit) {
 			w.flushAck() // the burst is over: one ack for all of it
 		}
 	}
