@@ -91,6 +91,7 @@ const (
 	inSpawnError    inputKind = "spawn_error"     // frame: the agent refused the spawn (spawn_error, error): Code, Text
 	inSpawnCancel   inputKind = "spawn_cancelled" // Spawn's context ended before the answer
 	inSpawnLost     inputKind = "spawn_lost"      // the connection closed before the spawn's answer
+	inListedSpawn   inputKind = "listed_spawn"    // reconcile: a worker listed under a spawn id the server does not know: Recorded, Own, Clone, Answering, Running
 	// inConnLost: the agent's connection is lost (or, at New, not there
 	// yet); the view says not connected.
 )
@@ -128,6 +129,12 @@ type coreInput struct {
 	Stopped bool
 	// Phase is the step a spawn_progress reports.
 	Phase transport.SpawnPhase
+	// A worker listed under a spawn id (inListedSpawn): Recorded, an
+	// intent of its agent is stored for it; Own, the spawn id is this
+	// server's and no intent is stored for it; Clone, the intent is of a
+	// clone not named yet; Answering, the spawn's answer is still to come
+	// on this connection; Running, the agent lists it running.
+	Recorded, Own, Clone, Answering, Running bool
 }
 
 // effectKind names what the driver does.
@@ -168,6 +175,8 @@ const (
 	fxProgress    effectKind = "progress"     // tell subscribers and the caller of the spawn's step
 	fxDegraded    effectKind = "degraded"     // note on the record that the cached bundle was used
 	fxSpawnFailed effectKind = "spawn_failed" // the caller's Spawn fails (Reason; Code and Text of a refusal)
+	fxAdopt       effectKind = "adopt"        // the listed worker's instance is built from its spawn's intent
+	fxStray       effectKind = "stray"        // stop the listed worker of a given-up spawn, once the reconcile's listing is settled
 )
 
 // Frames the core asks for (effect.Frame).
@@ -243,6 +252,8 @@ func (e effect) String() string {
 		return string(e.Kind) + ": " + e.Reason
 	case fxSession:
 		return "session " + e.Text
+	case fxStray:
+		return "stray: its worker is stopped once the listing is settled"
 	case fxSpawnFailed:
 		if e.Code != "" {
 			return fmt.Sprintf("spawn_failed: %s %s %q", e.Reason, e.Code, e.Text)

@@ -225,6 +225,9 @@ func parseInput(s string) (coreInput, error) {
 		in.Phase = transport.SpawnPhase(arg(0))
 	case inSpawnError:
 		in.Code, in.Text = arg(0), text
+	case inListedSpawn:
+		in.Recorded, in.Own, in.Clone = slices.Contains(args, "recorded"), slices.Contains(args, "own"), slices.Contains(args, "clone")
+		in.Answering, in.Running = slices.Contains(args, "answering"), slices.Contains(args, "running")
 	case inReview, inAbort, inStop, inSettled, inAbortTimeout, inConnLost, inPrompt,
 		inSpawn, inSpawned, inSpawnCancel, inSpawnLost:
 	default:
@@ -260,6 +263,7 @@ func TestCoreRefusesWhatTheTablesRefuse(t *testing.T) {
 		{Kind: inSpawn}, {Kind: inSpawnProgress, Phase: transport.SpawnAccepted}, {Kind: inSpawnProgress, Phase: transport.SpawnProvisioning},
 		{Kind: inSpawnProgress, Phase: transport.SpawnDegraded}, {Kind: inSpawnProgress, Phase: transport.SpawnStarting},
 		{Kind: inSpawned}, {Kind: inSpawnError, Code: "x"}, {Kind: inSpawnCancel}, {Kind: inSpawnLost},
+		{Kind: inListedSpawn, Recorded: true, Running: true}, {Kind: inListedSpawn, Own: true, Running: true},
 	}
 	tasks := append([]TaskState{""}, TaskTable.States()...)
 	for _, is := range InstanceTable.States() {

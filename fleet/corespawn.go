@@ -81,20 +81,7 @@ func (p *plan) decideSpawn(in coreInput) bool {
 			p.add(effect{Kind: fxSend, Frame: frStop, Free: true})
 			break
 		}
-		// A TypeScript agent answers spawned at once: the steps it did
-		// not report are fired first, while the instance has no id, so
-		// that nothing is stored before its spawned state (a server
-		// killed in between finds the intent alone, and adopts the worker
-		// by it).
-		p.instance(EventSpawnAccepted)
-		p.instance(EventProvisioningStarted)
-		p.add(effect{Kind: fxAdd})
-		p.v.Spawning = false
-		p.add(effect{Kind: fxDescribe})
-		p.instance(EventSpawned)
-		p.persist()
-		p.forget()
-		p.add(effect{Kind: fxReplay})
+		p.spawned()
 
 	case inSpawnError:
 		if !v.Spawning {
@@ -157,10 +144,50 @@ func (p *plan) decideSpawn(in coreInput) bool {
 		}
 		p.forget()
 
+	case inListedSpawn:
+		// The view is the spawn the listing stands for (requested, by
+		// its spawn id). Every intent of the agent is settled by its
+		// listing: the driver drops them once the adopted workers'
+		// records are stored.
+		if !v.Spawning || v.Instance != StateRequested || in.Answering || !in.Running {
+			return false // its answer is still to come on this connection, or the worker ended
+		}
+		switch {
+		case in.Recorded && !in.Clone:
+			// A previous life of the server stored the spawn and never
+			// its answer: the worker is adopted, as that answer would
+			// have registered it.
+			p.add(effect{Kind: fxAdopt})
+			p.spawned()
+		case in.Recorded, in.Own:
+			// A spawn this server gave up (its caller saw it fail), or a
+			// clone only its caller could name: the worker must not live.
+			p.add(effect{Kind: fxStray})
+		default:
+			return false // another server's spawn: left alone
+		}
+
 	default:
 		return false
 	}
 	return true
+}
+
+// spawned registers the worker the spawn started. A TypeScript agent
+// answers spawned at once: the steps it did not report are fired first,
+// while the instance has no id, so that nothing is stored before its
+// spawned state (a server killed in between finds the intent alone, and
+// adopts the worker by it).
+func (p *plan) spawned() {
+	p.instance(EventSpawnAccepted)
+	p.instance(EventProvisioningStarted)
+	p.add(effect{Kind: fxAdd})
+	p.v.Spawning = false
+	p.add(effect{Kind: fxDescribe})
+	p.instance(EventSpawned)
+	p.persist()
+	p.forget()
+	p.add(effect{Kind: fxReplay})
 }
 
 // stopSpawn stops an instance that is being spawned: stopping until the
@@ -194,7 +221,7 @@ func (p *plan) forget() {
 // isSpawnInput reports the inputs decideSpawn takes.
 func isSpawnInput(k inputKind) bool {
 	switch k {
-	case inSpawn, inSpawnProgress, inSpawned, inSpawnError, inSpawnCancel, inSpawnLost:
+	case inSpawn, inSpawnProgress, inSpawned, inSpawnError, inSpawnCancel, inSpawnLost, inListedSpawn:
 		return true
 	}
 	return false

@@ -95,29 +95,49 @@ type spawnOutcome struct {
 	done []string
 }
 
-// reconcileSpawnsLocked adopts or stops the agent's listed workers that
-// the server does not know (see the top of this file).
+// reconcileSpawnsLocked hands the core each of the agent's listed workers
+// that the server does not know, under a spawn id (see the top of this
+// file), and adopts or stops them as it decides.
 func (f *Fleet) reconcileSpawnsLocked(a *agentState, c *transport.Conn, list []transport.InstanceInfo) spawnOutcome {
 	var out spawnOutcome
 	if !a.announces(transport.CapabilitySpawnID) {
 		return out
 	}
+	// The view of the spawn a listed worker stands for: requested, by its
+	// spawn id.
+	v := coreView{Instance: StateRequested, Spawning: true, Connected: a.conn != nil, Pifleet: a.pifleet}
 	for _, info := range list {
-		if info.SpawnID == "" {
+		if info.SpawnID == "" || f.core.instance(info.InstanceID) != nil {
+			continue // no spawn id, or known
+		}
+		intent, stored := f.core.spawnIntent(info.SpawnID)
+		s := a.spawning[info.SpawnID]
+		in := coreInput{Kind: inListedSpawn,
+			Recorded:  stored && intent.Machine == a.name,
+			Own:       !stored && f.ownSpawn(info.SpawnID),
+			Clone:     unnamedClone(intent),
+			Answering: s != nil && s.spawnConn == c,
+			Running:   info.State == transport.InstanceRunning}
+		plan, ok := decide(v, in)
+		if !ok {
 			continue
 		}
-		if s := a.spawning[info.SpawnID]; s != nil && s.spawnConn == c {
-			continue // its answer is still to come on this connection
-		}
-		if info.State != transport.InstanceRunning || f.core.instance(info.InstanceID) != nil {
-			continue // ended, or known
-		}
-		in, recorded := f.core.spawnIntent(info.SpawnID)
-		switch {
-		case recorded && in.Machine == a.name && !unnamedClone(in):
-			out.adopted = append(out.adopted, f.adoptLocked(a, in, info))
-		case recorded && in.Machine == a.name, !recorded && f.ownSpawn(info.SpawnID):
-			out.strays = append(out.strays, info)
+		for i, e := range plan {
+			if e.Kind == fxStray {
+				out.strays = append(out.strays, info)
+			}
+			if e.Kind == fxAdopt {
+				inst := f.adoptLocked(intent)
+				d := f.driveLocked(inst)
+				d.spawned = &info
+				if _, _, err := f.applyLocked(d, plan[i+1:]); err != nil {
+					f.log.Error().Err(err).Str("spawnId", info.SpawnID).Msg("reconcile: adopting a spawn's worker")
+				}
+				f.log.Warn().Str("agent", a.name).Str("instance", inst.id).Str("spawnId", info.SpawnID).
+					Msg("adopted the worker of a spawn whose answer the server had not stored")
+				out.adopted = append(out.adopted, inst)
+				break
+			}
 		}
 	}
 	// Every intent of the agent is settled by its listing: adopted or
@@ -139,18 +159,16 @@ func unnamedClone(in serverstore.SpawnIntent) bool {
 	return in.FromSession != "" && in.SessionMode != string(transport.SessionAttach)
 }
 
-// adoptLocked registers the worker of a spawn whose answer a previous
-// life of the server never stored, as that answer would have.
-func (f *Fleet) adoptLocked(a *agentState, in serverstore.SpawnIntent, info transport.InstanceInfo) *instance {
+// adoptLocked builds the instance of a listed worker whose spawn's answer
+// a previous life of the server never stored, from the spawn's intent;
+// the core's plan registers it as that answer would have.
+func (f *Fleet) adoptLocked(in serverstore.SpawnIntent) *instance {
 	rec := serverstore.Instance{Machine: in.Machine, Cwd: in.Cwd, Bundle: in.Bundle, BundleHash: in.BundleHash,
 		Model: in.Model, TraceID: in.TraceID, FromSession: in.FromSession, SessionMode: in.SessionMode,
 		StaleBaseline: in.StaleBaseline, SpawnID: in.SpawnID, State: string(StateRequested)}
 	inst := newInstance(f, "", in.Machine, rec, InstanceTable.Start())
 	inst.spawnID = in.SpawnID
 	f.applyManifest(inst)
-	f.spawnedLocked(inst, &info)
-	f.log.Warn().Str("agent", a.name).Str("instance", inst.id).Str("spawnId", in.SpawnID).
-		Msg("adopted the worker of a spawn whose answer the server had not stored")
 	return inst
 }
 
