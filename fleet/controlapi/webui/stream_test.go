@@ -7,8 +7,6 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/chromedp/chromedp"
-
 	"example.com/pifleet/fleet/controlapi"
 	"example.com/pifleet/fleet/controlapi/internal/answertest"
 	"example.com/pifleet/fleet/internal/streamdelta"
@@ -30,20 +28,39 @@ func (e lineEvent) DeltaAfter(prev controlapi.WorkerEvent) (json.RawMessage, boo
 
 // A streamed answer reaches the page as deltas: the open transcript shows
 // it growing, as text appended to one text node, markup included as
-// text; at its end the whole message replaces it.
+// text; at its end the whole message replaces it. In Chromium and in
+// Firefox.
 func TestStreamedAnswerIsShownAsText(t *testing.T) {
+	b := streamingFleet()
+	p := servePage(t, b)
+	ctx := browsertest.New(t, browsertest.Options{})
+	p.login(t, ctx)
+	checkStreamedAnswer(t, chromiumPage{ctx}, b)
+}
+
+func TestStreamedAnswerIsShownAsTextInFirefox(t *testing.T) {
+	browsertest.FindFirefox(t)
+	b := streamingFleet()
+	p := servePage(t, b)
+	checkStreamedAnswer(t, firefoxPage{firefoxLoggedIn(t, p)}, b)
+}
+
+func streamingFleet() *fakeFleet {
 	b := newFakeFleet()
 	b.status = controlapi.Status{
 		Agents:    []controlapi.Agent{{Name: "box", State: "established", Policy: "steer", Platform: "linux-x64"}},
 		Instances: []controlapi.Instance{{ID: "i-1", Agent: "box", Cwd: "/src/app", State: "running", Bundle: "default"}},
 	}
-	p := servePage(t, b)
-	ctx := browsertest.New(t, browsertest.Options{})
-	p.login(t, ctx)
-	if err := browsertest.Within(ctx, step,
-		chromedp.Navigate(p.URL+"/#/worker/i-1"),
-		chromedp.WaitVisible(chromedp.CSS(`#w-transcript li.info`)), // loaded: nothing yet
-	); err != nil {
+	return b
+}
+
+func checkStreamedAnswer(t *testing.T, br loadBrowser, b *fakeFleet) {
+	t.Helper()
+	var ok bool
+	if err := br.eval(`(location.hash = '#/worker/i-1', true)`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.until(step, `document.querySelector('#w-transcript li.info')`); err != nil { // loaded: nothing yet
 		t.Fatal(err)
 	}
 	text := hostile + " and \"quotes\" \\ é🚀\n" + strings.Repeat(hostile, 5) + answertest.Text(1000)
@@ -57,35 +74,35 @@ func TestStreamedAnswerIsShownAsText(t *testing.T) {
 	}
 	last := len(events) - 1 // message_end
 	publish(events[:last])
-	type shown struct {
+	streaming := `document.querySelector('#w-transcript li.streaming .text')`
+	if err := br.until(step, `(`+streaming+`?.textContent.length ?? 0) >= `+jsLen(text)); err != nil {
+		t.Fatalf("the streamed answer is not shown: %v", err)
+	}
+	var got struct {
 		Text  string `json:"text"`
 		Nodes int    `json:"nodes"`
 	}
-	got, err := browsertest.Until[shown](ctx, step, `(() => {
-		const t = document.querySelector('#w-transcript li.streaming .text');
-		return t && t.textContent.length >= `+jsLen(text)+` && {text: t.textContent, nodes: t.childNodes.length};
-	})()`)
-	if err != nil {
-		t.Fatalf("the streamed answer is not shown: %v", err)
+	if err := br.eval(`({text: `+streaming+`.textContent, nodes: `+streaming+`.childNodes.length})`, &got); err != nil {
+		t.Fatal(err)
 	}
 	if got.Text != text || got.Nodes != 1 {
 		t.Errorf("streaming shows %d nodes with\n%q\nwant one text node with\n%q", got.Nodes, got.Text, text)
 	}
 	publish(events[last:])
-	final, err := browsertest.Until[string](ctx, step, `(() => {
-		const li = [...document.querySelectorAll('#w-transcript li.assistant:not(.streaming) .text')];
-		return !document.querySelector('#w-transcript li.streaming') && li.length === 1 && li[0].textContent;
-	})()`)
-	if err != nil || final != text {
+	finished := `[...document.querySelectorAll('#w-transcript li.assistant:not(.streaming) .text')]`
+	if err := br.until(step, `!document.querySelector('#w-transcript li.streaming') && `+finished+`.length === 1`); err != nil {
+		t.Fatalf("the finished answer is not shown: %v", err)
+	}
+	var final string
+	if err := br.eval(finished+`[0].textContent`, &final); err != nil || final != text {
 		t.Errorf("the finished answer is shown as %q (%v)", final, err)
 	}
-	type verdict struct {
+	var v struct {
 		Pwned   any `json:"pwned"`
 		Images  int `json:"images"`
 		Scripts int `json:"scripts"`
 	}
-	v, err := browsertest.Eval[verdict](ctx, step,
-		`({pwned: window.__pwned ?? null, images: document.querySelectorAll('main img').length, scripts: document.querySelectorAll('main script').length})`)
+	err := br.eval(`({pwned: window.__pwned ?? null, images: document.querySelectorAll('main img').length, scripts: document.querySelectorAll('main script').length})`, &v)
 	if err != nil || v.Pwned != nil || v.Images != 0 || v.Scripts != 0 {
 		t.Errorf("streamed worker output became markup: %+v %v", v, err)
 	}
