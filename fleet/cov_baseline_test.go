@@ -78,3 +78,36 @@ func TestCreateBaselineRefusesBadOptionsAndStopsItsWorkerOnFailure(t *testing.T)
 		tf.waitInstance(t, in.InstanceID, fleet.StateStopped)
 	}
 }
+
+// filesPeer answers the file-service frames the plain test peer does not:
+// fs_grep, session_search, repo_head (HEAD "c2" in /repo, not a repository
+// elsewhere); a read of "confused" is answered with the wrong frame.
+func filesPeer(t *testing.T, pifleet bool) *testAgentPeer {
+	p := newTestAgentPeer(t, "box", pifleet)
+	p.mu.Lock()
+	p.script = func(c *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool {
+		switch fr := fr.(type) {
+		case *transport.FsGrepFrame:
+			text := "main.go:1:" + fr.Pattern + " in " + fr.Glob
+			reply(&transport.FsResultFrame{Done: true, Text: &text, Truncated: true})
+		case *transport.SessionSearchFrame:
+			reply(&transport.SessionHitsFrame{Hits: []transport.SessionHit{{SessionID: "s-1", Path: fr.Cwd + "/s.jsonl", Snippet: fr.Query}}})
+		case *transport.RepoHeadFrame:
+			if fr.Cwd != "/repo" {
+				reply(&transport.RepoHeadResultFrame{Cwd: fr.Cwd, Error: &transport.FsError{Code: "not_a_repo", Message: fr.Cwd}})
+				return true
+			}
+			reply(&transport.RepoHeadResultFrame{Cwd: fr.Cwd, Head: "c2"})
+		case *transport.FsReadFrame:
+			if fr.Path != "confused" {
+				return false
+			}
+			reply(&transport.ToolsSetFrame{InstanceID: fr.InstanceID})
+		default:
+			return false
+		}
+		return true
+	}
+	p.mu.Unlock()
+	return p
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/session"
 	"example.com/pifleet/transport"
 )
 
@@ -95,6 +96,7 @@ type scriptPeer struct {
 	*testAgentPeer
 	mu     sync.Mutex
 	hold   map[string]bool              // frame types held for the script to answer
+	answer map[string]transport.Frame   // frame types answered with this frame
 	held   map[string][]transport.Frame // held frames, oldest first
 	spawns []func()                     // spawned answers held by "hold spawned"
 	stops  []func()                     // stopped answers held by "hold stopped"
@@ -148,7 +150,8 @@ var scriptCommands = map[string]func(r *scriptRun, ctx context.Context, args []s
 	// spawn AGENT [BUNDLE]: Spawn in /work/repo.
 	"spawn": (*scriptRun).cmdSpawn,
 	// prompt INST "text", submit INST "text", steer/followup INST "text",
-	// abort INST, stop INST: the Instance methods.
+	// abort INST, stop INST, read/diff/list/grep (cmdFiles): the Instance
+	// methods.
 	"prompt":   (*scriptRun).cmdPrompt,
 	"submit":   (*scriptRun).cmdSubmit,
 	"steer":    (*scriptRun).cmdSteer,
@@ -158,6 +161,12 @@ var scriptCommands = map[string]func(r *scriptRun, ctx context.Context, args []s
 	"read":     (*scriptRun).cmdFiles,
 	"diff":     (*scriptRun).cmdFiles,
 	"list":     (*scriptRun).cmdFiles,
+	"grep":     (*scriptRun).cmdFiles,
+	// search AGENT QUERY CWD, repohead AGENT CWD, stale KIND AGENT CWD
+	// [HEAD]: the Fleet's questions to an agent.
+	"search":   (*scriptRun).cmdAgentQuery,
+	"repohead": (*scriptRun).cmdAgentQuery,
+	"stale":    (*scriptRun).cmdAgentQuery,
 	// review TASK, accept TASK keep_idle|stop, reject TASK "feedback",
 	// decide TASK accept keep_idle|stop / decide TASK reject "feedback":
 	// the Task methods.
@@ -234,7 +243,7 @@ func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, erro
 		return nil, errors.New("agent NAME pifleet|v1 [CAPABILITY…]")
 	}
 	name := args[1]
-	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{}, holds: make(chan string, 1024),
+	sp := &scriptPeer{hold: map[string]bool{}, held: map[string][]transport.Frame{}, answer: map[string]transport.Frame{}, holds: make(chan string, 1024),
 		ignore: map[string]bool{transport.TypeHello: true, transport.TypeAuthProof: true}}
 	sp.testAgentPeer = newTestAgentPeer(r.t, name, args[2] == "pifleet", func(p *testAgentPeer) {
 		p.script = sp.intercept
@@ -254,10 +263,19 @@ func (r *scriptRun) cmdAgent(ctx context.Context, args []string) ([]string, erro
 	return []string{"listening"}, nil
 }
 
-// intercept holds the frames of the types the script holds, unanswered.
-func (sp *scriptPeer) intercept(_ *transport.Conn, fr transport.Frame, _ func(transport.Frame)) bool {
+// intercept answers the frames of the types the script answers, and
+// holds those it holds, unanswered.
+func (sp *scriptPeer) intercept(_ *transport.Conn, fr transport.Frame, reply func(transport.Frame)) bool {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
+	for _, k := range frameKinds(fr) {
+		if ans := sp.answer[k]; ans != nil {
+			raw, _ := transport.MarshalFrame(ans)
+			copied, _ := transport.ParseFrame(raw) // reply sets its id
+			reply(copied)
+			return true
+		}
+	}
 	if !sp.hold[fr.FrameType()] {
 		return false
 	}
@@ -407,27 +425,45 @@ func (r *scriptRun) cmdInstance(ctx context.Context, args []string) ([]string, e
 	return r.okOrErr(err), nil
 }
 
-// cmdFiles is read INST PATH, diff INST, list INST PATH.
+// cmdFiles is read INST PATH [offset=N] [limit=N], diff INST, list INST
+// PATH, grep INST PATTERN GLOB.
 func (r *scriptRun) cmdFiles(ctx context.Context, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return nil, errors.New(args[0] + " INST [PATH]")
+		return nil, errors.New(args[0] + " INST [PATH…]")
 	}
 	inst, err := r.instance(args[1])
 	if err != nil {
 		return r.errLines(err), nil
 	}
-	path := ""
-	if len(args) > 2 {
-		path = args[2]
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
 	}
 	var res fleet.FileResult
 	switch args[0] {
 	case "read":
-		res, err = inst.Read(ctx, path, fleet.ReadOptions{})
+		var opts fleet.ReadOptions
+		for _, a := range args[3:] {
+			k, v, _ := strings.Cut(a, "=")
+			n, err := strconv.Atoi(v)
+			if err != nil || (k != "offset" && k != "limit") {
+				return nil, fmt.Errorf("read option %q: want offset=N or limit=N", a)
+			}
+			if k == "offset" {
+				opts.Offset = n
+			} else {
+				opts.Limit = n
+			}
+		}
+		res, err = inst.Read(ctx, arg(2), opts)
 	case "diff":
 		res, err = inst.Diff(ctx, fleet.DiffOptions{})
 	case "list":
-		res, err = inst.List(ctx, path)
+		res, err = inst.List(ctx, arg(2))
+	case "grep":
+		res, err = inst.Grep(ctx, arg(2), arg(3))
 	}
 	if err != nil {
 		return r.errLines(err), nil
@@ -437,12 +473,51 @@ func (r *scriptRun) cmdFiles(ctx context.Context, args []string) ([]string, erro
 		out = append(out, "text "+strconv.Quote(r.ids.clean(*res.Text)))
 	}
 	for _, e := range res.Entries {
-		out = append(out, "entry "+strconv.Quote(e.Name))
+		out = append(out, "entry "+strconv.Quote(e.Name)+" "+string(e.Kind))
+	}
+	if res.Truncated {
+		out = append(out, "truncated")
 	}
 	if len(out) == 0 {
 		out = append(out, "empty")
 	}
 	return out, nil
+}
+
+// cmdAgentQuery is search AGENT QUERY CWD (SearchSessions), repohead
+// AGENT CWD, stale KIND AGENT CWD [HEAD] (IsStale of such a session).
+func (r *scriptRun) cmdAgentQuery(ctx context.Context, args []string) ([]string, error) {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	f := r.fleet()
+	switch args[0] {
+	case "search":
+		hits, err := f.SearchSessions(ctx, arg(1), arg(2), arg(3))
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		out := []string{fmt.Sprintf("%d hits", len(hits))}
+		for _, h := range hits {
+			out = append(out, fmt.Sprintf("hit %s %s %q", h.SessionID, h.Path, h.Snippet))
+		}
+		return out, nil
+	case "repohead":
+		head, err := f.RepoHead(ctx, arg(1), arg(2))
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		return []string{"head " + head}, nil
+	}
+	rec := session.Record{Kind: session.Kind(arg(1)), Machine: arg(2), Cwd: arg(3), ServerFields: session.ServerFields{GitHead: arg(4)}}
+	stale, err := f.IsStale(ctx, rec)
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	return []string{fmt.Sprintf("stale=%v", stale)}, nil
 }
 
 func (r *scriptRun) task(name string) (*fleet.Task, error) {
@@ -712,6 +787,7 @@ func (r *scriptRun) cmdAwait(ctx context.Context, args []string) ([]string, erro
 //	hold TYPE          holds frames of TYPE unanswered (spawned, stopped: the answers)
 //	release TYPE       answers the held ones as the peer would have
 //	reply TYPE {json}  answers the oldest held frame of TYPE with the frame
+//	answer TYPE {json} answers every frame of TYPE with the frame
 //	hold prompts / release prompts   prompts start but settle only when released
 //	held INST          waits until the peer holds a prompt of INST
 //	discard prompts    the held prompts never settle, new ones do
@@ -785,6 +861,18 @@ func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest 
 		ans.Envelope().ID = fr.Envelope().ID
 		p.send(p.conn(), ans)
 		return nil, nil
+	case "answer": // without a frame: answered as the peer would
+		var ans transport.Frame
+		if rest != "" {
+			var err error
+			if ans, err = r.frame(rest); err != nil {
+				return nil, err
+			}
+		}
+		p.mu.Lock()
+		p.answer[arg(0)] = ans
+		p.mu.Unlock()
+		return nil, nil
 	case "spawn_error": // with no code: spawns succeed again
 		p.testAgentPeer.mu.Lock()
 		p.spawnError = &transport.SpawnErrorFrame{Code: arg(0), Message: arg(1)}
@@ -849,7 +937,7 @@ func (sp *scriptPeer) release(what string) error {
 	delete(sp.held, what)
 	sp.mu.Unlock()
 	for _, fr := range held {
-		sp.handle(sp.conn(), fr)
+		sp.respond(sp.conn(), fr)
 	}
 	return nil
 }
@@ -1038,6 +1126,7 @@ var errorSentinels = []struct {
 	{fleet.ErrInstanceEnded, "ErrInstanceEnded"}, {fleet.ErrWorkerGone, "ErrWorkerGone"},
 	{fleet.ErrPromptLost, "ErrPromptLost"}, {fleet.ErrSpawn, "ErrSpawn"}, {fleet.ErrSpawnStopped, "ErrSpawnStopped"},
 	{fleet.ErrFileService, "ErrFileService"}, {fleet.ErrNotSupported, "ErrNotSupported"},
+	{fleet.ErrInvalidConfig, "ErrInvalidConfig"},
 	{transport.ErrClosed, "transport.ErrClosed"},
 	{context.Canceled, "context.Canceled"}, {context.DeadlineExceeded, "context.DeadlineExceeded"},
 }

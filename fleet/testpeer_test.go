@@ -250,6 +250,12 @@ func (p *testAgentPeer) handle(c *transport.Conn, fr transport.Frame) {
 	default:
 		p.t.Error("test peer: frame log full")
 	}
+	p.respond(c, fr)
+}
+
+// respond answers fr as the peer does (handle, without logging it: for a
+// frame held and answered later).
+func (p *testAgentPeer) respond(c *transport.Conn, fr transport.Frame) {
 	reply := func(ans transport.Frame) {
 		ans.Envelope().ID = fr.Envelope().ID
 		if ans.Envelope().TraceID == "" {
