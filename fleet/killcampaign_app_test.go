@@ -70,6 +70,37 @@ func appVerdict(ti fleet.TaskInfo) (reject bool, disposition transport.Dispositi
 
 func init() { campaignApp = runCampaignApp }
 
+// appFlags are the flags of a test application that embeds a fleet of
+// one agent (the campaign's and the spawn window's), as their tests
+// start them.
+type appFlags struct {
+	stateDir, keyFile, registry, agent, cwd, logLevel *string
+}
+
+// appFlagSet returns the flag set of the application name with the flags
+// of appFlags defined; the caller adds its own.
+func appFlagSet(name string) (*flag.FlagSet, *appFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	af := &appFlags{
+		stateDir: fs.String("state-dir", "", "the server's state directory"),
+		keyFile:  fs.String("key-file", "", "the server's key file"),
+		registry: fs.String("registry", "", "the bundle registry"),
+		agent:    fs.String("agent", "", "NAME=HOST:PORT of the one agent"),
+		cwd:      fs.String("cwd", "", "the workers' cwd"),
+		logLevel: fs.String("log-level", "info", ""),
+	}
+	fs.String("log-format", "json", "")
+	return fs, af
+}
+
+// fleetOptions are the options of the application's fleet: its state
+// directory, key and registry, agent a, steer for every peer and the
+// tests' fast dialer, then more.
+func (af *appFlags) fleetOptions(a fleet.Agent, more ...fleet.Option) []fleet.Option {
+	return append([]fleet.Option{fleet.WithStateDir(*af.stateDir), fleet.WithKeyFile(*af.keyFile),
+		fleet.WithRegistry(*af.registry, "127.0.0.1:0"), fleet.WithAgents(a), fleet.WithPrompter(trust.Fixed(trust.Steer)), fastDialer}, more...)
+}
+
 // runCampaignApp is the application: it keeps workers busy with small
 // tracked tasks on one agent, reviews each task that awaits review
 // (appVerdict), and records each task_done it is handed in a delivery
@@ -78,22 +109,15 @@ func init() { campaignApp = runCampaignApp }
 // from SIGUSR1 on, it submits nothing new: it finishes the tasks that are
 // open, stops the workers, logs appDrained and exits 0.
 func runCampaignApp(args []string) int {
-	fs := flag.NewFlagSet("campaign-app", flag.ContinueOnError)
-	stateDir := fs.String("state-dir", "", "the server's state directory")
-	keyFile := fs.String("key-file", "", "the server's key file")
-	registry := fs.String("registry", "", "the bundle registry")
-	agent := fs.String("agent", "", "NAME=HOST:PORT of the one agent")
-	cwd := fs.String("cwd", "", "the workers' cwd")
+	fs, af := appFlagSet("campaign-app")
 	bundles := fs.Int("bundles", 1, "bundles b0…b<n-1> are published; spawn k runs b<k mod n>")
 	workers := fs.Int("workers", 2, "workers kept running")
 	deliveries := fs.String("deliveries", "", "the delivery log")
 	drain := fs.Bool("drain", false, "finish the open tasks, stop the workers and exit")
-	logLevel := fs.String("log-level", "info", "")
-	fs.String("log-format", "json", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
+	level, err := zerolog.ParseLevel(*af.logLevel)
 	if err != nil {
 		level = zerolog.InfoLevel
 	}
@@ -102,7 +126,7 @@ func runCampaignApp(args []string) int {
 		log.Error().Err(err).Msg(what)
 		return 1
 	}
-	a, err := fleet.ParseAgent(*agent)
+	a, err := fleet.ParseAgent(*af.agent)
 	if err != nil {
 		return fail("agent", err)
 	}
@@ -114,15 +138,9 @@ func runCampaignApp(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	f, err := fleet.New(
-		fleet.WithStateDir(*stateDir),
-		fleet.WithKeyFile(*keyFile),
-		fleet.WithRegistry(*registry, "127.0.0.1:0"),
-		fleet.WithAgents(a),
-		fleet.WithPrompter(trust.Fixed(trust.Steer)),
+	f, err := fleet.New(af.fleetOptions(a,
 		// The fleet's own debug lines would drown the campaign's log.
 		fleet.WithLogger(log.Level(max(level, zerolog.InfoLevel)).With().Str("component", "fleet").Logger()),
-		fastDialer,
 		fleet.WithTaskDone(func(r fleet.TaskReport) {
 			line, _ := json.Marshal(appDelivery{Key: r.Key.String(), Task: r.TaskID, Instance: r.InstanceID, Seq: r.Seq,
 				Status: r.Status, Summary: r.Summary, PID: os.Getpid()})
@@ -134,7 +152,7 @@ func runCampaignApp(args []string) int {
 			}
 			log.Info().Str("key", r.Key.String()).Str("taskId", r.TaskID).Msg(appDelivered)
 		}),
-	)
+	)...)
 	if err != nil {
 		return fail("new fleet", err)
 	}
@@ -144,7 +162,7 @@ func runCampaignApp(args []string) int {
 		return fail("start", err)
 	}
 	log.Info().Bool("drain", *drain).Msg(appStarted)
-	d := &appDriver{f: f, log: log, agent: a.Name, cwd: *cwd, bundles: *bundles, workers: *workers, drain: *drain}
+	d := &appDriver{f: f, log: log, agent: a.Name, cwd: *af.cwd, bundles: *bundles, workers: *workers, drain: *drain}
 	tick := time.NewTicker(200 * time.Millisecond) // a failed step is tried again
 	defer tick.Stop()
 	drainNow := make(chan os.Signal, 1)

@@ -4,7 +4,6 @@ package fleet_test
 
 import (
 	"context"
-	"flag"
 	"os"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/internal/netfault"
 	"example.com/pifleet/transport"
-	"example.com/pifleet/transport/trust"
 )
 
 // The spawn application's log lines the tests wait on.
@@ -29,25 +27,17 @@ func init() { spawnApp = runSpawnApp }
 // "default" and, once the agent's spawned arrives and before anything of
 // it is stored, logs spawnAppHeld and stands still until it is killed.
 func runSpawnApp(args []string) int {
-	fs := flag.NewFlagSet("spawn-app", flag.ContinueOnError)
-	stateDir := fs.String("state-dir", "", "the server's state directory")
-	keyFile := fs.String("key-file", "", "the server's key file")
-	registry := fs.String("registry", "", "the bundle registry")
-	agent := fs.String("agent", "", "NAME=HOST:PORT of the one agent")
-	cwd := fs.String("cwd", "", "the worker's cwd")
-	fs.String("log-level", "info", "")
-	fs.String("log-format", "json", "")
+	fs, af := appFlagSet("spawn-app")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	log := zerolog.New(os.Stderr).With().Timestamp().Logger()
-	a, err := fleet.ParseAgent(*agent)
+	a, err := fleet.ParseAgent(*af.agent)
 	if err != nil {
 		log.Error().Err(err).Msg("agent")
 		return 1
 	}
-	f, err := fleet.New(fleet.WithStateDir(*stateDir), fleet.WithKeyFile(*keyFile), fleet.WithRegistry(*registry, "127.0.0.1:0"),
-		fleet.WithAgents(a), fleet.WithPrompter(trust.Fixed(trust.Steer)), fleet.WithLogger(log.With().Str("component", "fleet").Logger()), fastDialer)
+	f, err := fleet.New(af.fleetOptions(a, fleet.WithLogger(log.With().Str("component", "fleet").Logger()))...)
 	if err != nil {
 		log.Error().Err(err).Msg("new fleet")
 		return 1
@@ -62,7 +52,7 @@ func runSpawnApp(args []string) int {
 		return 1
 	}
 	log.Info().Msg(spawnAppStarted)
-	if _, err := f.Spawn(ctx, fleet.SpawnOptions{Agent: a.Name, Cwd: *cwd, Bundle: "default"}); err != nil {
+	if _, err := f.Spawn(ctx, fleet.SpawnOptions{Agent: a.Name, Cwd: *af.cwd, Bundle: "default"}); err != nil {
 		log.Error().Err(err).Msg("spawn")
 	}
 	return 1 // the hold never returns
