@@ -7,8 +7,8 @@ import (
 	"example.com/pifleet/bundle/pathsafe"
 )
 
-// ErrorCode is a protocol error code of bundle provisioning (reference
-// 1.8). ErrorCode values are errors themselves, so errors.Is(err,
+// ErrorCode is a protocol error code of bundle provisioning, as the
+// spawn_error frame carries it (docs/protocol.md). ErrorCode values are errors themselves, so errors.Is(err,
 // CodeUnsafePath) tells what went wrong with any error of the bundle
 // packages, whichever type carries the details.
 type ErrorCode string

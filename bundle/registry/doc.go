@@ -1,6 +1,5 @@
 // Package registry stores published bundles on the server and serves them
-// to workers, and holds the clients workers fetch them with (reference
-// 1.19).
+// to workers over HTTP, and holds the clients workers fetch them with.
 //
 // On disk a registry is a directory: <root>/<name>/manifest.json and
 // <root>/<name>/files/<manifest path>. Publish turns a source directory

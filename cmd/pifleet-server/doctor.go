@@ -23,7 +23,7 @@ import (
 )
 
 // DoctorCmd is `doctor`: one PASS/FAIL/SKIP line per check, non-zero exit
-// when one failed (AC-5.3).
+// when one failed.
 type DoctorCmd struct {
 	APIFlags `embed:""`
 	JSONFlag `embed:""`
