@@ -217,6 +217,7 @@ func (f *Fleet) applyLocked(d *drive, plan []effect) (w *waiter, after []func(),
 			inst.rec.EndReason = "worker gone: " + e.Reason
 		case fxEnd:
 			inst.endLocked()
+			f.endUILocked(inst)
 			f.detachSessionLocked(inst)
 		case fxFailTask:
 			if t != nil {

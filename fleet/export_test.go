@@ -8,3 +8,18 @@ func SetSpawnedHold(f *Fleet, hold func()) { f.hooks.spawnedReceived = hold }
 // StrayStopped is the message the fleet logs once the agent stopped the
 // worker of a spawn it gave up.
 const StrayStopped = strayStopped
+
+// DialogsKept is how many dialogs the fleet remembers for instance id,
+// pending or ended, with the deadlines pi's own timeouts set for them.
+func DialogsKept(f *Fleet, id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inst := f.core.instance(id)
+	if inst == nil {
+		return 0
+	}
+	return len(inst.ui) + len(inst.uiDeadline)
+}
+
+// MaxEndedDialogs is how many ended dialogs an instance remembers.
+const MaxEndedDialogs = maxEndedDialogs

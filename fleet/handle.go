@@ -473,6 +473,7 @@ func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transpor
 		Deadline: inst.uiDeadline[fr.RequestID]}
 	delete(inst.uiDeadline, fr.RequestID)
 	inst.ui[fr.RequestID] = req
+	inst.forgetEndedUILocked(f.cfg.Now())
 	f.publishLocked(Change{Kind: ChangeUIRequest, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: req})
 }
 
@@ -480,7 +481,8 @@ func (f *Fleet) onUIRequestLocked(a *agentState, c *transport.Conn, fr *transpor
 // answer (its time ran out, or the worker that asked is gone): it is no
 // longer pending, and subscribers are told, so that a watch or a page
 // stops offering it. It stays known until answered, so that a late answer
-// is told why it is too late.
+// is told why it is too late, while it is among the latest
+// maxEndedDialogs that ended.
 func (f *Fleet) onUIEndedLocked(a *agentState, fr *transport.UIEndedFrame) {
 	inst := f.core.instance(fr.InstanceID)
 	if inst == nil || inst.agent != a.name {
@@ -492,9 +494,15 @@ func (f *Fleet) onUIEndedLocked(a *agentState, fr *transport.UIEndedFrame) {
 	}
 	u.ended = fr.Reason
 	ended := *u
+	inst.forgetEndedUILocked(f.cfg.Now())
 	f.publishLocked(Change{Kind: ChangeUIEnded, Agent: a.name, InstanceID: inst.id, TaskID: inst.openTask, UI: &ended,
 		Message: ended.endText()})
 }
+
+// maxEndedDialogs bounds the dialogs an instance remembers after they
+// ended without an answer: enough for a late answer to be told why it is
+// too late, however many questions a long-lived worker asks.
+const maxEndedDialogs = 16
 
 // UIRequest is a worker dialog waiting for an answer (AnswerUI).
 type UIRequest struct {
@@ -524,6 +532,38 @@ func (u *UIRequest) endText() string {
 		return "the worker process that asked is gone (restarted)"
 	}
 	return "its time ran out; the worker went on with its default answer"
+}
+
+// forgetEndedUILocked forgets the oldest of the instance's dialogs that
+// ended without an answer beyond the latest maxEndedDialogs.
+func (inst *instance) forgetEndedUILocked(now time.Time) {
+	var ended []*UIRequest
+	for _, u := range inst.ui {
+		if u.expired(now) {
+			ended = append(ended, u)
+		}
+	}
+	if len(ended) <= maxEndedDialogs {
+		return
+	}
+	slices.SortFunc(ended, func(a, b *UIRequest) int { return a.At.Compare(b.At) })
+	for _, u := range ended[:len(ended)-maxEndedDialogs] {
+		delete(inst.ui, u.RequestID)
+	}
+}
+
+// endUILocked ends the dialogs of an instance that ended: nobody can
+// answer them any more. Subscribers are told of those still pending, as
+// for a worker process gone (ui_ended cancelled), and every dialog of the
+// instance is forgotten.
+func (f *Fleet) endUILocked(inst *instance) {
+	for _, u := range inst.pendingUILocked(f.cfg.Now()) {
+		u.ended = transport.UIEndCancelled
+		f.publishLocked(Change{Kind: ChangeUIEnded, Agent: inst.agent, InstanceID: inst.id, TaskID: inst.openTask, UI: &u,
+			Message: u.endText()})
+	}
+	clear(inst.ui)
+	clear(inst.uiDeadline)
 }
 
 // pendingUILocked returns the instance's dialogs still waiting for an
