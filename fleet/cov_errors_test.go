@@ -14,13 +14,17 @@ import (
 func TestTypedErrorsMatchTheirSentinelsAndNameWhatFailed(t *testing.T) {
 	all := []error{fleet.ErrWorkerGone, fleet.ErrInstanceEnded, fleet.ErrSpawn, fleet.ErrSpawnStopped, fleet.ErrInvalidState,
 		fleet.ErrFileService, fleet.ErrRebundle, fleet.ErrInvalidConfig, fleet.ErrAgentRefused, fleet.ErrUnknownSession,
-		fleet.ErrExecFailed, fleet.ErrDelivery, fleet.ErrMergeConflict}
+		fleet.ErrExecFailed, fleet.ErrDelivery, fleet.ErrMergeConflict, fleet.ErrBadDisposition}
 	for _, tc := range []struct {
 		err   error
 		is    []error
 		words []string
 	}{
 		{&fleet.WorkerGoneError{InstanceID: "i-1", Reason: "exited with code 3"}, []error{fleet.ErrWorkerGone, fleet.ErrInstanceEnded}, []string{"i-1", "exited with code 3"}},
+		{&fleet.InstanceEndedError{InstanceID: "i-1", State: fleet.StateStopped}, []error{fleet.ErrInstanceEnded, fleet.ErrInvalidState}, []string{"i-1", "stopped"}},
+		{&fleet.InstanceEndedError{InstanceID: "i-1", State: fleet.StateStopped, Gone: &fleet.WorkerGoneError{InstanceID: "i-1", Reason: "killed by signal KILL"}},
+			[]error{fleet.ErrInstanceEnded, fleet.ErrInvalidState, fleet.ErrWorkerGone}, []string{"i-1", "killed by signal KILL"}},
+		{&fleet.DispositionError{Disposition: "archive"}, []error{fleet.ErrBadDisposition}, []string{`"archive"`, "stop", "keep_idle"}},
 		{&fleet.SpawnError{Agent: "box", Bundle: "b", Code: "max_workers", Message: "full"}, []error{fleet.ErrSpawn}, []string{"box", `"b"`, "max_workers", "full"}},
 		{&fleet.SpawnStoppedError{Agent: "box", Bundle: "b", SpawnID: "sp-1"}, []error{fleet.ErrSpawnStopped, fleet.ErrInstanceEnded}, []string{"box", "sp-1"}},
 		{&fleet.StateError{Kind: "task", ID: "t-1", State: "accepted", Op: "reject"}, []error{fleet.ErrInvalidState}, []string{"reject task t-1", "accepted"}},

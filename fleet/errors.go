@@ -37,7 +37,7 @@ var (
 	// operation is not possible (a *StateError carries the details).
 	ErrInvalidState = errors.New("fleet: operation not valid in this state")
 	// ErrInstanceEnded: the instance stopped or failed while the caller
-	// waited for it.
+	// waited for it, or before the call (an *InstanceEndedError).
 	ErrInstanceEnded = errors.New("fleet: instance ended")
 	// ErrWorkerGone: the worker died (its process exited or its shim was
 	// lost) without anybody stopping it; matched by every
@@ -124,6 +124,38 @@ func (e *UnknownSessionError) Error() string {
 
 // Is makes errors.Is(err, ErrUnknownSession) true.
 func (e *UnknownSessionError) Is(target error) bool { return target == ErrUnknownSession }
+
+// InstanceEndedError refuses an operation on an instance that has ended
+// (stopped, or its worker gone): nothing can be asked of its worker any
+// more. It matches ErrInstanceEnded and ErrInvalidState, and, when the
+// worker died, ErrWorkerGone (Gone says how; errors.As finds it).
+type InstanceEndedError struct {
+	InstanceID string
+	State      InstanceState
+	Gone       *WorkerGoneError
+}
+
+func (e *InstanceEndedError) Error() string {
+	msg := fmt.Sprintf("fleet: instance %s has ended (%s): its worker takes no more requests", e.InstanceID, e.State)
+	if e.Gone != nil {
+		msg += "; it is gone: " + e.Gone.Reason
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrInstanceEnded) and errors.Is(err,
+// ErrInvalidState) true.
+func (e *InstanceEndedError) Is(target error) bool {
+	return target == ErrInstanceEnded || target == ErrInvalidState
+}
+
+// Unwrap is the *WorkerGoneError of a worker that died, else nil.
+func (e *InstanceEndedError) Unwrap() error {
+	if e.Gone == nil {
+		return nil
+	}
+	return e.Gone
+}
 
 // SpawnError is the agent's refusal of a spawn: the spawn_error code
 // (max_workers, spawn_failed, platform_mismatch, pin_mismatch,

@@ -487,14 +487,29 @@ func isSpawnState(s InstanceState) bool {
 }
 
 // lookupLocked returns the instance and its agent's connection, checked
-// against the agent's trust policy for op.
+// against the agent's trust policy for op. An instance that has ended is
+// refused with an *InstanceEndedError for anything but viewing (its
+// agent still serves the files of its working tree): its worker takes
+// no more requests.
 func (f *Fleet) lookupLocked(id string, op trust.Operation) (*instance, *agentState, *transport.Conn, error) {
 	inst := f.instanceLocked(id)
 	if inst == nil {
 		return nil, nil, nil, fmt.Errorf("%w: %q", ErrUnknownInstance, id)
 	}
+	if err := inst.refuseEndedLocked(); err != nil && op.Kind != trust.Viewing {
+		return inst, nil, nil, err
+	}
 	a, c, err := f.connForLocked(inst.agent, op)
 	return inst, a, c, err
+}
+
+// refuseEndedLocked is the *InstanceEndedError of an instance that has
+// ended, else nil.
+func (inst *instance) refuseEndedLocked() error {
+	if state := inst.m.State(); InstanceTable.IsFinal(state) {
+		return &InstanceEndedError{InstanceID: inst.id, State: state, Gone: inst.gone}
+	}
+	return nil
 }
 
 // ---- prompts ----

@@ -255,6 +255,10 @@ func (i *Instance) Submit(ctx context.Context, text string, opts PromptOptions) 
 		f.mu.Unlock()
 		return nil, fmt.Errorf("%w: %q", ErrUnknownInstance, i.id)
 	}
+	if err := inst.refuseEndedLocked(); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
 	if !inst.m.Can(EventPromptDelivered) {
 		st := inst.m.State()
 		f.mu.Unlock()
@@ -359,6 +363,9 @@ func (f *Fleet) verdictLocked(taskID, op string) (*drive, error) {
 	t := f.core.task(taskID)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTask, taskID)
+	}
+	if !t.open() { // said of the task before anything of its instance
+		return nil, &StateError{Kind: "task", ID: taskID, State: string(t.m.State()), Op: op}
 	}
 	inst, a, c, err := f.lookupLocked(t.rec.InstanceID, trust.OpSteer)
 	if err != nil {
