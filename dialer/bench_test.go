@@ -190,7 +190,7 @@ func BenchmarkReconnectStorm(b *testing.B) {
 				e.result(now, c.job, nil)
 				events++
 			}
-			e.runDue(now)
+			e.runDue(now, allDue)
 		}
 		wall := time.Since(t0)
 		cpu1, _ := cpuTime()

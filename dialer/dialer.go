@@ -230,7 +230,7 @@ func (d *Dialer) Run(ctx context.Context) error {
 				e.scan(now)
 				nextScan = now + d.cfg.ScanInterval
 			}
-			e.runDue(now)
+			e.runDue(now, dueBatch)
 		}
 		wakeAt := d.cfg.DialDelay
 		if open {

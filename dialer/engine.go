@@ -204,15 +204,23 @@ func (e *engine) result(now instant, job *dialJob, err error) {
 
 // ---- the retry heap ----------------------------------------------------------
 
-// runDue handles every record due at or before now, earliest first. A
+// dueBatch is the most due records the loop handles in one turn: between
+// batches it takes the dials' results and the notices, which records due
+// faster than the loop handles them would otherwise hold back (a full
+// queue backs thousands off at once, due again together).
+const dueBatch = 256
+
+// runDue handles the records due at or before now, earliest first, at
+// most limit of them, and reports whether one is still due. A record
+// handled twice (a loss that makes it due again at once) counts twice. A
 // handled record stays on the heap unless its transition takes it off
 // (Dialing, waiting, removed): a rescheduled one is moved in place, half
 // the work of a pop and a push.
-func (e *engine) runDue(now instant) {
-	for {
+func (e *engine) runDue(now instant, limit int) (more bool) {
+	for range limit {
 		r := e.due.peek()
 		if r == nil || r.nextDial > now {
-			return
+			return false
 		}
 		switch r.state() {
 		case StateNeedsDial:
@@ -223,6 +231,8 @@ func (e *engine) runDue(now instant) {
 			panic("dialer: record " + r.id + " on the retry heap in state " + string(r.state()))
 		}
 	}
+	r := e.due.peek()
+	return r != nil && r.nextDial <= now
 }
 
 // nextDue returns when the earliest record falls due.

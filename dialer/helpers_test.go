@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -109,6 +110,9 @@ func testRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
 
 // ---- the engine, driven directly with a scripted clock ---------------------------
 
+// allDue is a runDue limit that handles every due record in one call.
+const allDue = math.MaxInt
+
 // engineRig drives an engine without goroutines: started dials are
 // collected, and the test delivers their results.
 type engineRig struct {
@@ -137,7 +141,7 @@ func (g *engineRig) rec(id string) *record { return g.e.records[id] }
 // at moves the clock to now+d and handles whatever fell due.
 func (g *engineRig) advance(d time.Duration) {
 	g.now += d
-	g.e.runDue(g.now)
+	g.e.runDue(g.now, allDue)
 }
 
 // lastDial returns the last dial started for id.
@@ -166,7 +170,7 @@ func (g *engineRig) finish(id string, err error) {
 func (g *engineRig) dialNow(id string) *record {
 	g.t.Helper()
 	g.e.updated(g.now, id)
-	g.e.runDue(g.now)
+	g.e.runDue(g.now, allDue)
 	r := g.rec(id)
 	if r == nil || r.state() != StateDialing {
 		g.t.Fatalf("%s not dialling after Updated: %+v", id, r)

@@ -159,7 +159,7 @@ func TestParity_SuccessThenQuickLossAccumulates(t *testing.T) {
 	g.dir.add("a", "10.0.0.1:9788")
 	g.e.updated(g.now, "a")
 	for cycle := range 5 {
-		g.e.runDue(g.now)
+		g.e.runDue(g.now, allDue)
 		r := g.rec("a")
 		if r.state() != StateDialing {
 			t.Fatalf("cycle %d: %s, want Dialing", cycle, r.state())
