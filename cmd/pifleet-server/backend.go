@@ -104,8 +104,8 @@ func apiError(err error) error {
 		code = controlapi.CodeNotSupported
 	case errors.Is(err, fleet.ErrClosed):
 		code = controlapi.CodeUnavailable
-	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy),
-		errors.Is(err, session.ErrInvalidName):
+	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, fleet.ErrBadDisposition),
+		errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy), errors.Is(err, session.ErrInvalidName):
 		code = controlapi.CodeBadRequest
 	case errors.As(err, &fileErr) && (fileErr.Code == "not_found" || fileErr.Code == "path_escape"):
 		// The control API serves no files: such an answer is about a
