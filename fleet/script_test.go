@@ -86,6 +86,8 @@ type scriptRun struct {
 	tf       *testFleet
 	ids      namer
 	calls    map[string]*scriptCall // go NAME …
+	execMu   sync.Mutex
+	execs    map[string]*fleet.Execution // by the agent's exec id
 	// pending holds the state changes read from the subscription and not
 	// yet printed by a wait, in order.
 	pending []fleet.Change
@@ -109,7 +111,7 @@ type scriptPeer struct {
 
 func runScript(t *testing.T, lines []string) []string {
 	r := &scriptRun{t: t, regRoot: t.TempDir(), stateDir: t.TempDir(), peers: map[string]*scriptPeer{},
-		calls: map[string]*scriptCall{}}
+		calls: map[string]*scriptCall{}, execs: map[string]*fleet.Execution{}}
 	publish(t, r.regRoot, "default", `{}`)
 	publish(t, r.regRoot, "strict", `{"review":{"maxRejects":1}}`)
 	var out []string
@@ -167,13 +169,25 @@ var scriptCommands = map[string]func(r *scriptRun, ctx context.Context, args []s
 	"search":   (*scriptRun).cmdAgentQuery,
 	"repohead": (*scriptRun).cmdAgentQuery,
 	"stale":    (*scriptRun).cmdAgentQuery,
+	// exec AGENT "command line", execwait EXEC, execabort EXEC,
+	// executions AGENT: the exec plane (EXEC is the agent's exec id).
+	"exec":       (*scriptRun).cmdExec,
+	"execwait":   (*scriptRun).cmdExec,
+	"execabort":  (*scriptRun).cmdExec,
+	"executions": (*scriptRun).cmdExec,
+	// ui INST REQUEST VALUE: AnswerUI of a worker dialog (VALUE is JSON:
+	// true, "text", null).
+	"ui": (*scriptRun).cmdUI,
 	// review TASK, accept TASK keep_idle|stop, reject TASK "feedback",
 	// decide TASK accept keep_idle|stop / decide TASK reject "feedback":
 	// the Task methods.
 	"review": (*scriptRun).cmdTask,
-	"accept": (*scriptRun).cmdTask,
-	"reject": (*scriptRun).cmdTask,
-	"decide": (*scriptRun).cmdTask,
+	// taskwait TASK: Wait; taskdone TASK: whether Done is closed, now.
+	"taskwait": (*scriptRun).cmdTask,
+	"taskdone": (*scriptRun).cmdTask,
+	"accept":   (*scriptRun).cmdTask,
+	"reject":   (*scriptRun).cmdTask,
+	"decide":   (*scriptRun).cmdTask,
 	// report: waits for the next WithTaskDone delivery. noreport: none is
 	// waiting (after a sync point that would have ordered one).
 	"report":   (*scriptRun).cmdReport,
@@ -520,6 +534,71 @@ func (r *scriptRun) cmdAgentQuery(ctx context.Context, args []string) ([]string,
 	return []string{fmt.Sprintf("stale=%v", stale)}, nil
 }
 
+func (r *scriptRun) cmdExec(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 2 {
+		return nil, errors.New(args[0] + " …")
+	}
+	f := r.fleet()
+	switch args[0] {
+	case "exec":
+		if len(args) < 3 {
+			return nil, errors.New("exec AGENT COMMANDLINE")
+		}
+		e, err := f.Exec(ctx, args[1], fleet.ExecRequest{Shell: args[2], Cwd: "/work/repo"})
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		r.execMu.Lock()
+		r.execs[e.ID()] = e
+		r.execMu.Unlock()
+		return []string{"execution " + e.ID() + " on " + e.Agent()}, nil
+	case "executions":
+		recs, err := f.Executions(ctx, args[1])
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		out := []string{fmt.Sprintf("%d executions", len(recs))}
+		for _, rec := range recs {
+			out = append(out, fmt.Sprintf("exec %s %s", rec.ExecID, rec.State))
+		}
+		return out, nil
+	}
+	r.execMu.Lock()
+	e := r.execs[args[1]]
+	r.execMu.Unlock()
+	if e == nil {
+		// Not one of this run's: AbortExecution by its id.
+		if args[0] == "execabort" && len(args) > 2 {
+			return r.okOrErr(f.AbortExecution(ctx, args[2], args[1])), nil
+		}
+		return nil, fmt.Errorf("no execution %s", args[1])
+	}
+	if args[0] == "execabort" {
+		return r.okOrErr(e.Abort(ctx)), nil
+	}
+	res, err := e.Wait(ctx)
+	if err != nil {
+		return r.errLines(err), nil
+	}
+	exit := "none"
+	if res.ExitCode != nil {
+		exit = strconv.Itoa(*res.ExitCode)
+	}
+	return []string{fmt.Sprintf("ended exit=%s signal=%q timedOut=%v aborted=%v", exit, res.Signal, res.TimedOut, res.Aborted),
+		"stdout " + strconv.Quote(string(res.Stdout)), "stderr " + strconv.Quote(string(res.Stderr))}, nil
+}
+
+func (r *scriptRun) cmdUI(ctx context.Context, args []string) ([]string, error) {
+	if len(args) < 4 {
+		return nil, errors.New("ui INST REQUEST VALUE")
+	}
+	var v any
+	if err := json.Unmarshal([]byte(args[3]), &v); err != nil {
+		return nil, fmt.Errorf("ui value %s: %w", args[3], err)
+	}
+	return r.okOrErr(r.fleet().AnswerUI(ctx, args[1], args[2], v)), nil
+}
+
 func (r *scriptRun) task(name string) (*fleet.Task, error) {
 	id, ok := r.ids.real(name)
 	if !ok {
@@ -543,6 +622,19 @@ func (r *scriptRun) cmdTask(ctx context.Context, args []string) ([]string, error
 		return ""
 	}
 	switch args[0] {
+	case "taskwait":
+		ti, err := task.Wait(ctx)
+		if err != nil {
+			return r.errLines(err), nil
+		}
+		return []string{fmt.Sprintf("waited %s last_done=%v", r.formatTask(ti), ti.LastDone != nil)}, nil
+	case "taskdone":
+		select {
+		case <-task.Done():
+			return []string{"done"}, nil
+		default:
+			return []string{"not done"}, nil
+		}
 	case "review":
 		err = task.StartReview(ctx)
 	case "accept":
@@ -691,6 +783,9 @@ func (r *scriptRun) cmdStatus(ctx context.Context, _ []string) ([]string, error)
 			s += " ended=" + strconv.Quote(r.ids.clean(in.EndReason))
 		}
 		out = append(out, s)
+		for _, ui := range in.PendingUI {
+			out = append(out, fmt.Sprintf("  dialog %s %s %q", ui.RequestID, ui.Kind, ui.Title))
+		}
 	}
 	for _, ti := range st.Tasks {
 		out = append(out, r.formatTask(ti))
@@ -1022,7 +1117,7 @@ func frameKinds(fr transport.Frame) []string {
 
 // volatileFields are frame fields that differ from run to run.
 var volatileFields = map[string]bool{"id": true, "traceId": true, "env": true, "bundleHash": true,
-	"challenge": true, "keyProof": true, "requestId": true}
+	"challenge": true, "keyProof": true}
 
 // formatFrame prints a frame as its JSON with the volatile fields
 // dropped and the ids named.
@@ -1126,7 +1221,9 @@ var errorSentinels = []struct {
 	{fleet.ErrInstanceEnded, "ErrInstanceEnded"}, {fleet.ErrWorkerGone, "ErrWorkerGone"},
 	{fleet.ErrPromptLost, "ErrPromptLost"}, {fleet.ErrSpawn, "ErrSpawn"}, {fleet.ErrSpawnStopped, "ErrSpawnStopped"},
 	{fleet.ErrFileService, "ErrFileService"}, {fleet.ErrNotSupported, "ErrNotSupported"},
-	{fleet.ErrInvalidConfig, "ErrInvalidConfig"},
+	{fleet.ErrInvalidConfig, "ErrInvalidConfig"}, {fleet.ErrExecFailed, "ErrExecFailed"},
+	{fleet.ErrUnknownExecution, "ErrUnknownExecution"}, {fleet.ErrUnknownUIRequest, "ErrUnknownUIRequest"},
+	{fleet.ErrUIRequestExpired, "ErrUIRequestExpired"}, {fleet.ErrBadDisposition, "ErrBadDisposition"},
 	{transport.ErrClosed, "transport.ErrClosed"},
 	{context.Canceled, "context.Canceled"}, {context.DeadlineExceeded, "context.DeadlineExceeded"},
 }
