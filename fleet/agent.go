@@ -269,7 +269,7 @@ func (f *Fleet) watchLoss(a *agentState, c *transport.Conn) {
 
 // connectionLost runs once per connection when it closed: the agent goes
 // to lost and its idle and running instances to unreachable; requests
-// waiting on it fail.
+// waiting on it fail, and its spawns still waiting for their answers end.
 func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 	f.mu.Lock()
 	if a.conn != c {
@@ -288,6 +288,9 @@ func (f *Fleet) connectionLost(a *agentState, c *transport.Conn) {
 		close(w.ch)
 		delete(a.waiters, id)
 	}
+	// After the waiters: a spawn's caller still waiting learns the
+	// outcome decided here.
+	f.spawnsLostLocked(a)
 	f.execsLostLocked(a)
 	p := f.sessions.projection(a.name)
 	f.mu.Unlock()

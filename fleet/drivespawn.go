@@ -78,6 +78,18 @@ func (f *Fleet) spawnGivenUpLocked(ctx context.Context, inst *instance, w *waite
 	return err
 }
 
+// spawnsLostLocked hands the core every spawn of a still waiting for its
+// answer once a's connection is lost: the agent gives them up with it.
+// One whose caller is gone (it cancelled, the spawn is stopping) has
+// nobody else to end it; a worker the agent started all the same is
+// stopped at the reconnect's listing, as the spawn of this server it gave
+// up.
+func (f *Fleet) spawnsLostLocked(a *agentState) {
+	for _, inst := range a.spawning {
+		f.stepSpawnLocked(f.driveLocked(inst), coreInput{Kind: inSpawnLost})
+	}
+}
+
 // onSpawnProgressLocked hands a spawn_progress frame to the core.
 func (f *Fleet) onSpawnProgressLocked(a *agentState, fr *transport.SpawnProgressFrame) []func() {
 	inst := a.spawning[fr.SpawnID]
