@@ -90,14 +90,9 @@ func (p *plan) decideSpawn(in coreInput) bool {
 		switch {
 		case v.Instance == StateStopping:
 			// spawn_cancelled, or any refusal: no worker runs.
-			p.add(effect{Kind: fxUntrack})
-			p.add(effect{Kind: fxSpawnFailed, Reason: spawnStopped})
-			p.add(effect{Kind: fxReason, Reason: "stopped during its spawn"})
-			p.instance(EventStoppedGracefully)
+			p.spawnEnds(effect{Reason: spawnStopped}, "stopped during its spawn", EventStoppedGracefully)
 		case canInstance(v.Instance, EventSpawnError):
-			p.add(effect{Kind: fxUntrack})
-			p.add(effect{Kind: fxSpawnFailed, Reason: spawnRefused, Code: in.Code, Text: in.Text})
-			p.instance(EventSpawnError)
+			p.spawnEnds(effect{Reason: spawnRefused, Code: in.Code, Text: in.Text}, "", EventSpawnError)
 		default:
 			return false
 		}
@@ -131,14 +126,9 @@ func (p *plan) decideSpawn(in coreInput) bool {
 			p.notSent(spawnLost)
 			return true
 		case v.Instance == StateStopping:
-			p.add(effect{Kind: fxUntrack})
-			p.add(effect{Kind: fxSpawnFailed, Reason: spawnStopped})
-			p.add(effect{Kind: fxReason, Reason: "connection lost while its spawn was being stopped"})
-			p.instance(EventWorkerGone)
+			p.spawnEnds(effect{Reason: spawnStopped}, "connection lost while its spawn was being stopped", EventWorkerGone)
 		case canInstance(v.Instance, EventSpawnError):
-			p.add(effect{Kind: fxUntrack})
-			p.add(effect{Kind: fxSpawnFailed, Reason: spawnLost})
-			p.instance(EventSpawnError)
+			p.spawnEnds(effect{Reason: spawnLost}, "", EventSpawnError)
 		default:
 			return false
 		}
@@ -199,6 +189,20 @@ func (p *plan) stopSpawn() {
 		p.send(frSpawnCancel)
 	}
 	p.instance(EventStopRequested)
+}
+
+// spawnEnds ends a spawn that was sent but will not run a worker: it is
+// no longer in flight, its caller fails as failed says (its Reason, Code
+// and Text), the instance's record notes why it ended (reason, if any) and
+// the instance takes ev.
+func (p *plan) spawnEnds(failed effect, reason string, ev InstanceEvent) {
+	p.add(effect{Kind: fxUntrack})
+	failed.Kind = fxSpawnFailed
+	p.add(failed)
+	if reason != "" {
+		p.add(effect{Kind: fxReason, Reason: reason})
+	}
+	p.instance(ev)
 }
 
 // notSent gives up a spawn whose frame was never queued (the caller's
