@@ -467,7 +467,8 @@ func (f *Fleet) Trust() *trust.Store { return f.trust }
 // SetTrust records machine's policy and applies it at once to the agents
 // of that machine connected now (Trust().Set alone takes effect at their
 // next connection): a downgrade holds from the next operation, and deny
-// ends their connections.
+// ends their connections. A policy that is none of allow, steer, deny is a
+// *trust.BadPolicyError (errors.Is trust.ErrBadPolicy) and changes nothing.
 func (f *Fleet) SetTrust(machine string, p trust.Policy) (trust.Decision, error) {
 	d, err := f.trust.Set(machine, p)
 	if err != nil {

@@ -43,6 +43,7 @@ func TestAPIErrorMapping(t *testing.T) {
 		{fleet.ErrClosed, controlapi.CodeUnavailable, ""},
 		{fmt.Errorf("fleet: spawn: %w", &registry.Error{Code: bundle.CodeNotFound, Bundle: "x"}), controlapi.CodeUnknownBundle, ""},
 		{trust.ErrBadPolicy, controlapi.CodeBadRequest, ""},
+		{&trust.BadPolicyError{Policy: "bogus"}, controlapi.CodeBadRequest, ""},
 		{&fleet.DispositionError{Disposition: "archive"}, controlapi.CodeBadRequest, ""},
 		{&fleet.UnknownSessionError{Ref: "baseline:api"}, controlapi.CodeUnknownSession, ""},
 		{fmt.Errorf("%w: /s/b.jsonl (baseline:api) is a pinned session; resume it as a clone", fleet.ErrSessionPinned), controlapi.CodeSessionPinned, ""},

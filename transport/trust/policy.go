@@ -21,15 +21,28 @@ const (
 	Deny Policy = "deny"
 )
 
-// ErrBadPolicy: a policy name is none of allow, steer, deny.
+// ErrBadPolicy: a policy name is none of allow, steer, deny; matched by
+// every *BadPolicyError.
 var ErrBadPolicy = errors.New("trust: bad policy")
+
+// BadPolicyError names a policy that is none of allow, steer, deny.
+type BadPolicyError struct {
+	Policy string
+}
+
+func (e *BadPolicyError) Error() string {
+	return fmt.Sprintf("%v %q: want allow, steer or deny", ErrBadPolicy, e.Policy)
+}
+
+// Is makes errors.Is(err, ErrBadPolicy) true.
+func (e *BadPolicyError) Is(target error) bool { return target == ErrBadPolicy }
 
 // ParsePolicy reads a policy name: "allow", "steer" or "deny", in any
 // case, surrounding spaces ignored.
 func ParsePolicy(s string) (Policy, error) {
 	p := Policy(strings.ToLower(strings.TrimSpace(s)))
 	if !p.Valid() {
-		return "", fmt.Errorf("%w %q: want allow, steer or deny", ErrBadPolicy, s)
+		return "", &BadPolicyError{Policy: s}
 	}
 	return p, nil
 }

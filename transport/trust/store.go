@@ -237,7 +237,7 @@ func (s *Store) Set(machine string, p Policy) (Decision, error) {
 		return Decision{}, err
 	}
 	if !p.Valid() {
-		return Decision{}, fmt.Errorf("%w %q", ErrBadPolicy, p)
+		return Decision{}, &BadPolicyError{Policy: string(p)}
 	}
 	d := Decision{Machine: machine, Policy: p, DecidedAt: s.stamp()}
 	err := s.update(func(tx *bbolt.Tx) error {
