@@ -127,6 +127,22 @@ var ErrDelivery = errors.New("fleet: delivery failed")
 // *DeliveryError with code merge_conflict).
 var ErrMergeConflict = errors.New("fleet: merge conflict")
 
+// ErrBadDeliveryMode is matched by every *DeliveryModeError.
+var ErrBadDeliveryMode = errors.New("fleet: unknown delivery mode")
+
+// DeliveryModeError names a Deliver mode that is none of branch, patch,
+// merge; nothing was sent to the agent.
+type DeliveryModeError struct {
+	Mode transport.DeliveryMode
+}
+
+func (e *DeliveryModeError) Error() string {
+	return fmt.Sprintf("fleet: delivery mode %q is none of %s, %s or %s", e.Mode, transport.DeliverBranch, transport.DeliverPatch, transport.DeliverMerge)
+}
+
+// Is makes errors.Is(err, ErrBadDeliveryMode) true.
+func (e *DeliveryModeError) Is(target error) bool { return target == ErrBadDeliveryMode }
+
 // DeliveryError is a delivery the agent refused or could not do: codes
 // merge_conflict, target_dirty (the target is checked out with changes),
 // no_target, not_isolated, patch_too_large, deliver_unsupported,
@@ -147,13 +163,14 @@ func (e *DeliveryError) Is(target error) bool {
 // Deliver delivers the work of the task's isolated worker (trust policy
 // steer): it is recorded with the task (TaskInfo.Delivery). It may be
 // called while the task is under review, before Accept, and again with
-// another mode. A failure changes nothing.
+// another mode. A failure changes nothing; a mode that is none of branch,
+// patch, merge is a *DeliveryModeError (ErrBadDeliveryMode).
 func (t *Task) Deliver(ctx context.Context, opts DeliverOptions) (Delivery, error) {
 	f := t.f
 	switch opts.Mode {
 	case transport.DeliverBranch, transport.DeliverPatch, transport.DeliverMerge:
 	default:
-		return Delivery{}, fmt.Errorf("fleet: deliver mode %q: want branch, patch or merge", opts.Mode)
+		return Delivery{}, &DeliveryModeError{Mode: opts.Mode}
 	}
 	f.mu.Lock()
 	tk := f.core.task(t.id)

@@ -104,7 +104,7 @@ func apiError(err error) error {
 		code = controlapi.CodeNotSupported
 	case errors.Is(err, fleet.ErrClosed):
 		code = controlapi.CodeUnavailable
-	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, fleet.ErrBadDisposition),
+	case errors.Is(err, fleet.ErrInvalidConfig), errors.Is(err, fleet.ErrBadDisposition), errors.Is(err, fleet.ErrBadDeliveryMode),
 		errors.Is(err, trust.ErrBadMachine), errors.Is(err, trust.ErrBadPolicy), errors.Is(err, session.ErrInvalidName):
 		code = controlapi.CodeBadRequest
 	case errors.As(err, &fileErr) && (fileErr.Code == "not_found" || fileErr.Code == "path_escape"):

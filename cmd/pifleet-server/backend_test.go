@@ -45,6 +45,7 @@ func TestAPIErrorMapping(t *testing.T) {
 		{trust.ErrBadPolicy, controlapi.CodeBadRequest, ""},
 		{&trust.BadPolicyError{Policy: "bogus"}, controlapi.CodeBadRequest, ""},
 		{&fleet.DispositionError{Disposition: "archive"}, controlapi.CodeBadRequest, ""},
+		{&fleet.DeliveryModeError{Mode: "squash"}, controlapi.CodeBadRequest, ""},
 		{&fleet.UnknownSessionError{Ref: "baseline:api"}, controlapi.CodeUnknownSession, ""},
 		{fmt.Errorf("%w: /s/b.jsonl (baseline:api) is a pinned session; resume it as a clone", fleet.ErrSessionPinned), controlapi.CodeSessionPinned, ""},
 		{fmt.Errorf("%w: /s/c.jsonl is attached to instance i-2", fleet.ErrSessionBusy), controlapi.CodeSessionBusy, ""},
