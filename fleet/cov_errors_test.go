@@ -14,7 +14,8 @@ import (
 func TestTypedErrorsMatchTheirSentinelsAndNameWhatFailed(t *testing.T) {
 	all := []error{fleet.ErrWorkerGone, fleet.ErrInstanceEnded, fleet.ErrSpawn, fleet.ErrSpawnStopped, fleet.ErrInvalidState,
 		fleet.ErrFileService, fleet.ErrRebundle, fleet.ErrInvalidConfig, fleet.ErrAgentRefused, fleet.ErrUnknownSession,
-		fleet.ErrExecFailed, fleet.ErrDelivery, fleet.ErrMergeConflict, fleet.ErrBadDisposition, fleet.ErrBadDeliveryMode}
+		fleet.ErrExecFailed, fleet.ErrDelivery, fleet.ErrMergeConflict, fleet.ErrBadDisposition, fleet.ErrBadDeliveryMode,
+		fleet.ErrUnexpectedAnswer}
 	for _, tc := range []struct {
 		err   error
 		is    []error
@@ -36,6 +37,7 @@ func TestTypedErrorsMatchTheirSentinelsAndNameWhatFailed(t *testing.T) {
 		{&fleet.UnknownSessionError{Ref: "baseline:repo", Machine: "box"}, []error{fleet.ErrUnknownSession}, []string{"unknown baseline: repo", "(on box)"}},
 		{&fleet.ExecError{Agent: "box", Code: "exec_disabled", Message: "off"}, []error{fleet.ErrExecFailed}, []string{"box", "exec_disabled"}},
 		{&fleet.DeliveryError{TaskID: "t-1", Code: "merge_conflict", Message: "a.go"}, []error{fleet.ErrDelivery, fleet.ErrMergeConflict}, []string{"t-1", "merge_conflict"}},
+		{&fleet.UnexpectedAnswerError{Request: "fs_read", Want: "fs_result", Got: "tools_set"}, []error{fleet.ErrUnexpectedAnswer}, []string{"fs_read", "fs_result", "tools_set"}},
 		{&fleet.DeliveryModeError{Mode: "squash"}, []error{fleet.ErrBadDeliveryMode}, []string{`"squash"`, "branch", "patch", "merge"}},
 		{&fleet.DeliveryError{TaskID: "t-1", Code: "target_dirty"}, []error{fleet.ErrDelivery}, []string{"target_dirty"}},
 		{&fleet.MaxRejectsError{Value: 2.5}, nil, []string{"maxRejects", "2.5"}},

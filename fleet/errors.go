@@ -79,6 +79,10 @@ var (
 	// ErrSessionBusy: a live instance is attached to the session already;
 	// two workers appending to one file would interleave two trees.
 	ErrSessionBusy = errors.New("fleet: session in use")
+	// ErrUnexpectedAnswer: the agent answered a request with a frame of
+	// another type than the request's answer (a protocol fault of the
+	// agent); matched by every *UnexpectedAnswerError.
+	ErrUnexpectedAnswer = errors.New("fleet: unexpected answer from the agent")
 	// ErrModelPinned: the worker's model is pinned (its bundle's
 	// model.pin, or PinModel), so the agent refused to switch it. The
 	// agent's answer is wrapped too (a *transport.RemoteError).
@@ -280,3 +284,17 @@ func (e *AgentRefusedError) Error() string {
 
 // Is makes errors.Is(err, ErrAgentRefused) true.
 func (e *AgentRefusedError) Is(target error) bool { return target == ErrAgentRefused }
+
+// UnexpectedAnswerError reports an agent that answered Request with a
+// frame of type Got where a Want frame was due: nothing of the answer is
+// used.
+type UnexpectedAnswerError struct {
+	Request, Want, Got string
+}
+
+func (e *UnexpectedAnswerError) Error() string {
+	return fmt.Sprintf("fleet: %s answered with %s, not %s", e.Request, e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrUnexpectedAnswer) true.
+func (e *UnexpectedAnswerError) Is(target error) bool { return target == ErrUnexpectedAnswer }

@@ -29,7 +29,7 @@ func (f *Fleet) fs(ctx context.Context, id, op string, mk func() transport.Frame
 	}
 	res, ok := ans.(*transport.FsResultFrame)
 	if !ok {
-		return FileResult{}, fmt.Errorf("fleet: %s answered with %s", op, ans.FrameType())
+		return FileResult{}, &UnexpectedAnswerError{Request: op, Want: transport.TypeFsResult, Got: ans.FrameType()}
 	}
 	if res.Error != nil {
 		return FileResult{}, &FileError{Op: op, Code: res.Error.Code, Message: res.Error.Message}

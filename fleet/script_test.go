@@ -1319,7 +1319,7 @@ var errorSentinels = []struct {
 	{fleet.ErrUnknownExecution, "ErrUnknownExecution"}, {fleet.ErrUnknownUIRequest, "ErrUnknownUIRequest"},
 	{fleet.ErrUIRequestExpired, "ErrUIRequestExpired"}, {fleet.ErrBadDisposition, "ErrBadDisposition"},
 	{fleet.ErrRebundle, "ErrRebundle"}, {fleet.ErrDelivery, "ErrDelivery"},
-	{fleet.ErrBadDeliveryMode, "ErrBadDeliveryMode"},
+	{fleet.ErrBadDeliveryMode, "ErrBadDeliveryMode"}, {fleet.ErrUnexpectedAnswer, "ErrUnexpectedAnswer"},
 	{trust.ErrPolicyRefused, "trust.ErrPolicyRefused"}, {trust.ErrBadPolicy, "trust.ErrBadPolicy"},
 	{transport.ErrClosed, "transport.ErrClosed"},
 	{context.Canceled, "context.Canceled"}, {context.DeadlineExceeded, "context.DeadlineExceeded"},

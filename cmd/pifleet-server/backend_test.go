@@ -58,6 +58,8 @@ func TestAPIErrorMapping(t *testing.T) {
 		{fmt.Errorf("fleet: set_model: %w", &pirpc.CommandError{Command: "set_model", Message: "Model not found: nope/nope"}),
 			controlapi.CodeWorkerRefused, ""},
 		{&fleet.SpawnStoppedError{Agent: "a", Bundle: "b", SpawnID: "spawn-1"}, controlapi.CodeInvalidState, ""},
+		// An agent that answers with the wrong frame is at fault, not the caller.
+		{&fleet.UnexpectedAnswerError{Request: "fs_read", Want: "fs_result", Got: "tools_set"}, controlapi.CodeInternal, ""},
 		{errors.New("disk full"), controlapi.CodeInternal, ""},
 	} {
 		var e *controlapi.Error
