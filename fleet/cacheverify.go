@@ -60,7 +60,7 @@ func (f *Fleet) VerifyCaches(ctx context.Context, machine string) ([]CacheCheck,
 	}
 	r, ok := ans.(*transport.CacheVerifyResultFrame)
 	if !ok {
-		return nil, fmt.Errorf("fleet: cache_verify answered with %s", ans.FrameType())
+		return nil, wrongAnswer("cache_verify", (*transport.CacheVerifyResultFrame)(nil), ans)
 	}
 	out := make([]CacheCheck, 0, len(r.Bundles))
 	for _, b := range r.Bundles {

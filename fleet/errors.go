@@ -298,3 +298,9 @@ func (e *UnexpectedAnswerError) Error() string {
 
 // Is makes errors.Is(err, ErrUnexpectedAnswer) true.
 func (e *UnexpectedAnswerError) Is(target error) bool { return target == ErrUnexpectedAnswer }
+
+// wrongAnswer is the error of an agent that answered request with got
+// where a frame of want's type was due (want may be a nil frame pointer).
+func wrongAnswer(request string, want, got transport.Frame) *UnexpectedAnswerError {
+	return &UnexpectedAnswerError{Request: request, Want: want.FrameType(), Got: got.FrameType()}
+}

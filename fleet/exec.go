@@ -197,7 +197,7 @@ func (f *Fleet) AbortExecution(ctx context.Context, machine, execID string) erro
 		return err
 	}
 	if _, ok := ans.(*transport.ExecAbortedFrame); !ok {
-		return fmt.Errorf("fleet: exec_abort answered with %s", ans.FrameType())
+		return wrongAnswer("exec_abort", (*transport.ExecAbortedFrame)(nil), ans)
 	}
 	return nil
 }
@@ -305,7 +305,7 @@ func (f *Fleet) exec(ctx context.Context, machine, instanceID string, req ExecRe
 	case *transport.ErrorFrame:
 		return nil, &ExecError{Agent: machine, Code: ans.Code, Message: ans.Message}
 	default:
-		return nil, fmt.Errorf("fleet: exec_start answered with %s", ans.FrameType())
+		return nil, wrongAnswer("exec_start", (*transport.ExecStartedFrame)(nil), ans)
 	}
 }
 
@@ -326,7 +326,7 @@ func (f *Fleet) Executions(ctx context.Context, machine string) ([]transport.Exe
 	}
 	l, ok := ans.(*transport.ExecInstancesFrame)
 	if !ok {
-		return nil, fmt.Errorf("fleet: exec_list answered with %s", ans.FrameType())
+		return nil, wrongAnswer("exec_list", (*transport.ExecInstancesFrame)(nil), ans)
 	}
 	return l.Executions, nil
 }

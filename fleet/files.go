@@ -29,7 +29,7 @@ func (f *Fleet) fs(ctx context.Context, id, op string, mk func() transport.Frame
 	}
 	res, ok := ans.(*transport.FsResultFrame)
 	if !ok {
-		return FileResult{}, &UnexpectedAnswerError{Request: op, Want: transport.TypeFsResult, Got: ans.FrameType()}
+		return FileResult{}, wrongAnswer(op, (*transport.FsResultFrame)(nil), ans)
 	}
 	if res.Error != nil {
 		return FileResult{}, &FileError{Op: op, Code: res.Error.Code, Message: res.Error.Message}
@@ -109,7 +109,7 @@ func (i *Instance) SetTools(ctx context.Context, tools []string) ([]string, erro
 	}
 	set, ok := ans.(*transport.ToolsSetFrame)
 	if !ok {
-		return nil, fmt.Errorf("fleet: set_tools answered with %s", ans.FrameType())
+		return nil, wrongAnswer("set_tools", (*transport.ToolsSetFrame)(nil), ans)
 	}
 	return set.Tools, nil
 }
@@ -162,7 +162,7 @@ func (i *Instance) Rebundle(ctx context.Context, bundleName string) error {
 	if !ok {
 		step(rebundle.EventSyncFailed)
 		step(rebundle.EventKept)
-		return fmt.Errorf("fleet: rebundle answered with %s", ans.FrameType())
+		return wrongAnswer("rebundle", (*transport.RebundledFrame)(nil), ans)
 	}
 	if !rb.Switched {
 		re := &RebundleError{InstanceID: i.id, Bundle: from, Target: bundleName}
@@ -210,7 +210,7 @@ func (f *Fleet) SearchSessions(ctx context.Context, machine, query, cwd string) 
 	}
 	hits, ok := ans.(*transport.SessionHitsFrame)
 	if !ok {
-		return nil, fmt.Errorf("fleet: session_search answered with %s", ans.FrameType())
+		return nil, wrongAnswer("session_search", (*transport.SessionHitsFrame)(nil), ans)
 	}
 	return hits.Hits, nil
 }

@@ -939,7 +939,7 @@ func (i *Instance) PinModel(ctx context.Context, pin bool) (*transport.ModelRef,
 	}
 	mp, ok := ans.(*transport.ModelPinnedFrame)
 	if !ok {
-		return nil, fmt.Errorf("fleet: model_pin answered with %s", ans.FrameType())
+		return nil, wrongAnswer("model_pin", (*transport.ModelPinnedFrame)(nil), ans)
 	}
 	i.f.mu.Lock()
 	inst := i.f.core.instance(i.id)

@@ -205,7 +205,7 @@ func (f *Fleet) RepoHead(ctx context.Context, machine, cwd string) (string, erro
 	r, ok := ans.(*transport.RepoHeadResultFrame)
 	switch {
 	case !ok:
-		return "", fmt.Errorf("fleet: repo_head answered with %s", ans.FrameType())
+		return "", wrongAnswer("repo_head", (*transport.RepoHeadResultFrame)(nil), ans)
 	case r.Error != nil:
 		return "", &FileError{Op: "repo_head", Code: r.Error.Code, Message: r.Error.Message}
 	}
@@ -693,7 +693,7 @@ func (f *Fleet) fetchEntries(ctx context.Context, c *transport.Conn, machine, in
 		}
 		r, ok := ans.(*transport.SessionEntriesResultFrame)
 		if !ok {
-			return total, fmt.Errorf("fleet: session_entries answered with %s", ans.FrameType())
+			return total, wrongAnswer("session_entries", (*transport.SessionEntriesResultFrame)(nil), ans)
 		}
 		if r.Error != nil {
 			switch {

@@ -201,7 +201,7 @@ func (t *Task) Deliver(ctx context.Context, opts DeliverOptions) (Delivery, erro
 	}
 	d, ok := ans.(*transport.DeliveredFrame)
 	if !ok {
-		return Delivery{}, fmt.Errorf("fleet: deliver answered with %s", ans.FrameType())
+		return Delivery{}, wrongAnswer("deliver", (*transport.DeliveredFrame)(nil), ans)
 	}
 	out := Delivery{Mode: d.Mode, Branch: d.Branch, Commit: d.Commit, Target: d.Target, Patch: d.Patch}
 	var written *serverstore.Pending
