@@ -217,7 +217,9 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	b.ReportMetric(float64(mem.heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(mem.stack)/(1<<20), "stack-MiB")
 	b.ReportMetric(float64(memAgents.heap+memAgents.stack)/float64(agents), "B/agent")
-	b.ReportMetric(float64(heapInstances)/float64(agents*perAgent), "heap-B/instance")
+	if perAgent > 0 { // PIFLEET_SCALE_INSTANCES=0: no instances to share the heap by
+		b.ReportMetric(float64(heapInstances)/float64(agents*perAgent), "heap-B/instance")
+	}
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(goroutinesPerAgent, "goroutines/agent")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
