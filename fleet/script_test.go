@@ -490,12 +490,7 @@ func (r *scriptRun) cmdFiles(ctx context.Context, args []string) ([]string, erro
 	if err != nil {
 		return r.errLines(err), nil
 	}
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
+	arg := argAt(args)
 	var res fleet.FileResult
 	switch args[0] {
 	case "read":
@@ -542,12 +537,7 @@ func (r *scriptRun) cmdFiles(ctx context.Context, args []string) ([]string, erro
 // cmdAgentQuery is search AGENT QUERY CWD (SearchSessions), repohead
 // AGENT CWD, stale KIND AGENT CWD [HEAD] (IsStale of such a session).
 func (r *scriptRun) cmdAgentQuery(ctx context.Context, args []string) ([]string, error) {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
+	arg := argAt(args)
 	f := r.fleet()
 	switch args[0] {
 	case "search":
@@ -700,12 +690,7 @@ func (r *scriptRun) cmdTask(ctx context.Context, args []string) ([]string, error
 	if err != nil {
 		return r.errLines(err), nil
 	}
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
+	arg := argAt(args)
 	switch args[0] {
 	case "taskwait":
 		ti, err := task.Wait(ctx)
@@ -987,12 +972,7 @@ func (r *scriptRun) cmdAwait(ctx context.Context, args []string) ([]string, erro
 //	forget INST / state INST STATE   what the peer lists of a worker
 //	ignore TYPE…       recv does not print frames of these types
 func (r *scriptRun) peerCommand(p *scriptPeer, verb string, args []string, rest string) ([]string, error) {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
+	arg := argAt(args)
 	switch verb {
 	case "recv":
 		return r.recv(p, arg(0))
@@ -1377,4 +1357,15 @@ func (n *namer) clean(s string) string {
 	s = loopback.ReplaceAllString(s, "ADDR")
 	s = traceID.ReplaceAllString(s, "TRACE")
 	return tempPaths.ReplaceAllString(s, "TMP")
+}
+
+// argAt returns a command's argument getter: arg(i) is args[i], or "" past
+// the end.
+func argAt(args []string) func(int) string {
+	return func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
 }
