@@ -24,6 +24,11 @@ func TestSpawnWhoseServerConnectionClosedStopsItsWorker(t *testing.T) {
 			abandoned <- struct{}{}
 		}
 	}
+	// The agent learns of the close by reading its end, after which it
+	// calls peerGone: the spawn is released only then, or it could
+	// complete before the agent knew (a race of the test, not a case).
+	gone := make(chan struct{}, 4)
+	h.a.hooks.peerGone = func(string) { gone <- struct{}{} }
 	c := h.dial(t)
 	c.hello()
 	f := &transport.SpawnFrame{Cwd: h.cwd, Bundle: "default"}
@@ -31,6 +36,7 @@ func TestSpawnWhoseServerConnectionClosedStopsItsWorker(t *testing.T) {
 	c.send(f)
 	<-held // the worker runs; its spawned is not sent yet
 	c.close()
+	<-gone
 	close(release)
 	select {
 	case <-abandoned:
