@@ -219,6 +219,9 @@ type Conn struct {
 	beats    *Heartbeats
 	// handedOff counts the heartbeats handed to the writer (its tests).
 	handedOff atomic.Int64
+	// beatsOff is set by StopHeartbeats; a heartbeat not yet begun
+	// checks it under wmu.
+	beatsOff atomic.Bool
 	// sentAt is when a write last began, as time since opened (a
 	// monotonic reading): a round skips the heartbeat of a connection
 	// that wrote since half an interval ago (see Heartbeats).
@@ -232,6 +235,9 @@ type Conn struct {
 	// deadline holds, both as time since opened; the reader goroutine
 	// alone uses them (see expiryReader).
 	heardAt, armed time.Duration
+	// tcpWatched is set by WatchTCP: TCP detects the loss of the
+	// connection, the receive expiry is off.
+	tcpWatched atomic.Bool
 
 	handler     atomic.Pointer[func(Frame)]
 	dispatching atomic.Bool // a handler was set: the inbox delivers to it
@@ -633,13 +639,16 @@ func (c *Conn) Receive(ctx context.Context) (Frame, error) {
 // a deadline that never passes while the peer beats (moving it only
 // when it passed would cost a reader wake-up and a read per 45 s, more
 // than the timer updates saved). A deadline that passes although bytes
-// came since it was set is moved to when the expiry is due.
+// came since it was set is moved to when the expiry is due. Once TCP
+// watches the connection (WatchTCP) there is no expiry: a deadline set
+// before is cleared when it passes.
 type expiryReader struct{ c *Conn }
 
 func (r expiryReader) Read(p []byte) (int, error) {
 	c := r.c
 	for {
-		if due := c.heardAt + c.opts.ExpiryTimeout; due-c.armed > c.opts.ExpiryTimeout/4 {
+		watched := c.tcpWatched.Load()
+		if due := c.heardAt + c.opts.ExpiryTimeout; !watched && due-c.armed > c.opts.ExpiryTimeout/4 {
 			c.rearm(due)
 		}
 		n, err := c.nc.Read(p)
@@ -648,6 +657,10 @@ func (r expiryReader) Read(p []byte) (int, error) {
 		}
 		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return n, err
+		}
+		if c.tcpWatched.Load() {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			continue
 		}
 		due := c.heardAt + c.opts.ExpiryTimeout
 		if time.Since(c.opened) >= due {
@@ -845,6 +858,9 @@ func (c *Conn) writeLoop() {
 func (c *Conn) write(p []byte) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if p == nil && c.beatRest == nil && c.beatsOff.Load() {
+		return true // handed over before StopHeartbeats
+	}
 	now := time.Now()
 	c.sentAt.Store(int64(now.Sub(c.opened)))
 	_ = c.nc.SetWriteDeadline(now.Add(c.opts.StallTimeout)) // as in expiryReader

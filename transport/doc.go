@@ -55,6 +55,11 @@
 // Connections that share a Heartbeats (Options.Heartbeats; a fleet server
 // shares one among all its agents) have their heartbeats sent by one
 // goroutine per interval instead of each writer waking on its own timer.
+// Between two pifleet ends that agreed CapabilityTCPLiveness in hello,
+// the server stops its heartbeats (StopHeartbeats) and the agent lets TCP
+// detect the loss of the connection (WatchTCP: a TCP user timeout and
+// keepalive instead of its receive expiry); the agent's heartbeats and
+// the server's expiry stay.
 //
 // Redialer keeps a connection to one peer up, walking ConnectionTable
 // (connecting → authenticating → established, lost, rejected, closed) with

@@ -24,7 +24,7 @@ import (
 // the connection after StallTimeout.
 //
 // The goroutine of an interval runs only while a connection with that
-// interval is open. A Heartbeats is safe for concurrent use; the zero
+// interval beats (is open, and has not stopped its heartbeats). A Heartbeats is safe for concurrent use; the zero
 // value is not usable, use NewHeartbeats.
 type Heartbeats struct {
 	mu     sync.Mutex
@@ -59,13 +59,17 @@ func (h *Heartbeats) join(c *Conn) {
 	r.conns[c] = struct{}{}
 }
 
-// leave removes c (a closed connection).
+// leave removes c (closed, or its heartbeats stopped); a connection that
+// left already is left alone.
 func (h *Heartbeats) leave(c *Conn) {
 	every := c.opts.HeartbeatInterval
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.rounds[every]
 	if r == nil {
+		return
+	}
+	if _, ok := r.conns[c]; !ok {
 		return
 	}
 	delete(r.conns, c)
@@ -121,6 +125,10 @@ func (c *Conn) beat() {
 	}
 	if c.raw != nil && c.wmu.TryLock() {
 		done := false
+		if c.beatsOff.Load() {
+			c.wmu.Unlock()
+			return
+		}
 		if c.beatRest == nil {
 			c.sentAt.Store(int64(now))
 			n := writeNow(c.raw, heartbeatLine)

@@ -263,6 +263,10 @@ type pendingConn struct {
 	pending []byte
 }
 
+// NetConn returns the connection under the read-ahead, for its socket
+// options (transport.Conn.WatchTCP).
+func (c *pendingConn) NetConn() net.Conn { return c.Conn }
+
 func (c *pendingConn) Read(p []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
