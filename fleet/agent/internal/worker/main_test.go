@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 			os.Exit(shim.Main(os.Args[2:]))
 		case "lingering-shim":
 			os.Exit(lingeringShim(os.Args[2]))
-		case "stubborn", "crasher", "toy", "unseen", "mute", "late":
+		case "stubborn", "crasher", "toy", "unseen", "mute", "late", "pausing":
 			os.Exit(helperWorker(os.Args[1]))
 		}
 	}
@@ -60,7 +60,8 @@ func TestMain(m *testing.M) {
 // ABORTED set opens that FIFO when it reads an abort (and still ignores it).
 // As "late" it starts a prompt's run only when that run is aborted: the
 // run's agent_start and agent_end come after the abort, and it exits at
-// stdin EOF.
+// stdin EOF. As "pausing" it streams one message_update of a prompt's
+// answer and then waits: the rest of the run comes when it is aborted.
 func helperWorker(role string) int {
 	if role == "mute" {
 		// The first get_state is written once the agent is attached to
@@ -110,6 +111,13 @@ func helperWorker(role string) int {
 				pending = true
 				continue
 			}
+			if role == "pausing" {
+				fmt.Println(`{"type":"agent_start"}`)
+				fmt.Println(`{"type":"message_start","message":{"role":"assistant","content":[]}}`)
+				fmt.Println(`{"type":"message_update","message":{"role":"assistant","content":[{"type":"text","text":"h"}]},"assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"h"}}`)
+				pending = true
+				continue
+			}
 			if role == "unseen" {
 				tool = exec.Command("/bin/sh", "-c", `exec sleep 300 3>"$WITNESS"`)
 				tool.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -144,12 +152,17 @@ func helperWorker(role string) int {
 				fmt.Println(`{"type":"agent_start"}`)
 				fmt.Println(`{"type":"agent_end","messages":[]}`)
 			}
-			if role == "toy" || role == "unseen" || role == "late" {
+			if role == "pausing" && pending {
+				pending = false
+				fmt.Println(`{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"h"}],"stopReason":"aborted"}}`)
+				fmt.Println(`{"type":"agent_end","messages":[]}`)
+			}
+			if role == "toy" || role == "unseen" || role == "late" || role == "pausing" {
 				fmt.Printf(`{"id":%q,"type":"response","command":"abort","success":true}`+"\n", cmd.ID)
 			}
 		}
 	}
-	if role == "toy" || role == "late" {
+	if role == "toy" || role == "late" || role == "pausing" {
 		return 0
 	}
 	select {} // deaf to EOF

@@ -59,6 +59,11 @@ type Spec struct {
 	// can re-adopt, or stop, the worker it may have started. An error
 	// aborts the launch before any process starts.
 	OnLaunch func(Persisted) error
+
+	// For tests: how long an ack may wait at most (default
+	// defaultAckHoldFor), and a function told of every ack sent.
+	ackHoldFor time.Duration
+	onAck      func(shimSeq uint64)
 }
 
 // Budget limits what a worker may spend. Cost and turns count over the

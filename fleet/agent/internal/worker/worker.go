@@ -76,6 +76,13 @@ type Worker struct {
 	delivClosed bool
 	ackGen      *generation
 	ackSeq      uint64
+	// ackHold: every line the owed ack covers is a message_update whose
+	// ack may wait (heldAcks): it goes with the next ack that may not, or
+	// when holdTimer fires (the stream paused), or when a bound is reached.
+	ackHold   bool
+	holdTimer *time.Timer
+	holdFor   time.Duration // Spec.ackHoldFor at the start (w.spec changes at Restart)
+	onAck     func(uint64)  // Spec.onAck at the start
 
 	wg   sync.WaitGroup // read loops
 	done chan struct{}  // closed once every goroutine has ended
@@ -91,6 +98,9 @@ type generation struct {
 	exitSeq uint64        // the exit record's shim seq
 	exited  chan struct{} // closed once the exit (or the loss) was handled
 	last    uint64        // highest event seq produced from this shim
+	// holdSeq is the shim seq of the line being handled when its ack may
+	// wait (heldAcks); guarded by Worker.mu.
+	holdSeq uint64
 }
 
 // item is one entry of the delivery queue: an event to deliver and the
@@ -99,6 +109,7 @@ type item struct {
 	ev      *Event
 	g       *generation
 	shimSeq uint64
+	hold    bool // the ack of shimSeq may wait
 	runOpen bool
 	close   bool
 }
@@ -144,6 +155,9 @@ func (s Spec) withDefaults() Spec {
 	if s.RingSize == 0 {
 		s.RingSize = DefaultRingSize
 	}
+	if s.ackHoldFor == 0 {
+		s.ackHoldFor = defaultAckHoldFor
+	}
 	return s
 }
 
@@ -164,6 +178,9 @@ func newWorker(spec Spec) *Worker {
 		delivDone: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	w.holdFor, w.onAck = spec.ackHoldFor, spec.onAck
+	w.holdTimer = time.AfterFunc(time.Hour, func() { w.flushAck(true) })
+	w.holdTimer.Stop()
 	go w.deliver()
 	go func() {
 		<-w.delivDone // no generation is launched after this
@@ -400,9 +417,10 @@ func (w *Worker) readLoop(g *generation) {
 	var held heldAcks
 	limit := min(maxHeldAckBytes, g.c.Window()/4)
 	for ev := range g.c.Events() {
+		hold := held.wait(ev, limit)
 		switch ev.Kind {
 		case shim.EventLine:
-			w.onLine(g, ev)
+			w.onLine(g, ev, hold)
 		case shim.EventGap:
 			w.mu.Lock()
 			w.emitLocked(g, 0, Event{Seq: g.base + ev.Gap.From, Kind: KindGap})
@@ -410,11 +428,11 @@ func (w *Worker) readLoop(g *generation) {
 		case shim.EventExit:
 			w.onExit(g, ev.Seq, ev.Exit)
 		}
-		if len(g.c.Events()) == 0 && !held.wait(ev, limit) {
-			w.flushAck() // the burst is over: one ack for all of it
+		if len(g.c.Events()) == 0 {
+			w.flushAck(false) // the burst is over: one ack for all of it
 		}
 	}
-	w.flushAck()
+	w.flushAck(true)
 	err := g.c.Err()
 	g.c.Close()
 	w.mu.Lock()
@@ -451,11 +469,15 @@ func (w *Worker) readLoop(g *generation) {
 	w.closeQueueLocked()
 }
 
-// onLine handles one stdout line.
-func (w *Worker) onLine(g *generation, ev shim.Event) {
+// onLine handles one stdout line; hold says whether its ack may wait.
+func (w *Worker) onLine(g *generation, ev shim.Event, hold bool) {
 	seq := g.base + ev.Seq
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	g.holdSeq = 0
+	if hold {
+		g.holdSeq = ev.Seq
+	}
 	if seq > g.last {
 		g.last = seq
 	}
@@ -870,25 +892,33 @@ func (w *Worker) writeAsyncLocked(g *generation, line []byte) {
 // for delivery, followed by the acknowledgement of shimSeq (0: none).
 func (w *Worker) emitLocked(g *generation, shimSeq uint64, ev Event) {
 	w.ring.push(ev)
+	hold := holdsAck(g, shimSeq)
 	w.qmu.Lock()
-	if w.deliverNowLocked(&ev, g, shimSeq) {
+	if w.deliverNowLocked(&ev, g, shimSeq, hold) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, item{ev: &ev, g: g, shimSeq: shimSeq, runOpen: w.runOpen})
+	w.queue = append(w.queue, item{ev: &ev, g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
+}
+
+// holdsAck reports whether the ack of shimSeq may wait: it is the line
+// being handled and readLoop found that it may. Caller holds mu.
+func holdsAck(g *generation, shimSeq uint64) bool {
+	return shimSeq != 0 && g != nil && g.holdSeq == shimSeq
 }
 
 // ackLocked acknowledges, after the events before it, a line that makes
 // no event.
 func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
+	hold := holdsAck(g, shimSeq)
 	w.qmu.Lock()
-	if w.deliverNowLocked(nil, g, shimSeq) {
+	if w.deliverNowLocked(nil, g, shimSeq, hold) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, item{g: g, shimSeq: shimSeq, runOpen: w.runOpen})
+	w.queue = append(w.queue, item{g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -899,7 +929,7 @@ func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 // events find the queue empty and the daemon waiting: they skip the
 // handoff to deliver, a goroutine wakeup per line on the round trip.
 // Caller holds qmu.
-func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64) bool {
+func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64, hold bool) bool {
 	if len(w.queue) > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
 		return false
 	}
@@ -912,32 +942,52 @@ func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64) bool
 		w.lastSeq, w.delivOpen = ev.Seq, w.runOpen
 	}
 	if shimSeq != 0 {
-		w.ackGen, w.ackSeq = g, shimSeq
+		w.owedAckLocked(g, shimSeq, hold) // same generation: nothing to send first
 	}
 	return true
 }
 
-// owedAckLocked notes that shimSeq of g is delivered; it returns an ack
-// owed to another generation, to be sent first. Caller holds qmu.
-func (w *Worker) owedAckLocked(g *generation, shimSeq uint64) (*generation, uint64) {
+// owedAckLocked notes that shimSeq of g is delivered, its ack allowed to
+// wait if hold; it returns an ack owed to another generation, to be sent
+// first. The owed ack may wait only while every line it covers may: one
+// line that may not makes the next flush send it. When an ack starts to
+// wait, holdTimer is armed, so that a stream that pauses after an update
+// still gets it out. Caller holds qmu.
+func (w *Worker) owedAckLocked(g *generation, shimSeq uint64, hold bool) (*generation, uint64) {
 	var prevGen *generation
 	var prevSeq uint64
 	if w.ackSeq != 0 && w.ackGen != g {
 		prevGen, prevSeq = w.ackGen, w.ackSeq
+		w.ackSeq = 0
 	}
+	if hold && w.ackSeq == 0 {
+		w.holdTimer.Reset(w.holdFor)
+	}
+	w.ackHold = hold && (w.ackSeq == 0 || w.ackHold)
 	w.ackGen, w.ackSeq = g, shimSeq
 	return prevGen, prevSeq
 }
 
-// flushAck sends the ack owed for delivered lines, if any. Acks are
-// cumulative, so one covers a whole burst.
-func (w *Worker) flushAck() {
+// flushAck sends the ack owed for delivered lines, if any, unless it may
+// wait and force is false. Acks are cumulative, so one covers a whole
+// burst, and a held one the updates before it.
+func (w *Worker) flushAck(force bool) {
 	w.qmu.Lock()
 	g, seq := w.ackGen, w.ackSeq
-	w.ackGen, w.ackSeq = nil, 0
+	if seq == 0 || (w.ackHold && !force) {
+		w.qmu.Unlock()
+		return
+	}
+	w.ackGen, w.ackSeq, w.ackHold = nil, 0, false
 	w.qmu.Unlock()
-	if seq != 0 {
-		g.c.Ack(seq) // fails only once the shim is gone
+	w.sendAck(g, seq)
+}
+
+// sendAck acknowledges every line of g through seq to its shim.
+func (w *Worker) sendAck(g *generation, seq uint64) {
+	g.c.Ack(seq) // fails only once the shim is gone
+	if w.onAck != nil {
+		w.onAck(seq)
 	}
 }
 
@@ -962,8 +1012,9 @@ func kick(ch chan struct{}) {
 // before it waits (for more of the queue, or for a slow reader of Events)
 // and before it returns, rather than one per line: a prompt's dozen events
 // cost the shim one ack instead of a dozen socket writes and wakeups on
-// the round trip's path. Nothing waits unacknowledged any longer than
-// before, since deliver never blocks holding an ack.
+// the round trip's path. The one ack deliver may wait holding is one that
+// heldAcks lets wait (after message_updates, within its bounds and
+// holdTimer's time).
 func (w *Worker) deliver() {
 	defer close(w.delivDone)
 	defer func() {
@@ -971,14 +1022,15 @@ func (w *Worker) deliver() {
 		w.delivClosed = true
 		w.qmu.Unlock()
 		close(w.events)
-		w.flushAck()
+		w.holdTimer.Stop()
+		w.flushAck(true)
 	}()
 	for {
 		w.qmu.Lock()
 		w.delivBusy = false
 		if len(w.queue) == 0 {
 			w.qmu.Unlock()
-			w.flushAck()
+			w.flushAck(false)
 			select {
 			case <-w.qkick:
 				continue
@@ -998,7 +1050,7 @@ func (w *Worker) deliver() {
 			select {
 			case w.events <- *it.ev:
 			default:
-				w.flushAck() // the reader is behind: do not hold the ack meanwhile
+				w.flushAck(false) // the reader is behind: hold no more than heldAcks allows meanwhile
 				select {
 				case w.events <- *it.ev:
 				case <-w.stopDeliv:
@@ -1011,10 +1063,10 @@ func (w *Worker) deliver() {
 		}
 		if it.shimSeq != 0 {
 			w.qmu.Lock()
-			prevGen, prevSeq := w.owedAckLocked(it.g, it.shimSeq)
+			prevGen, prevSeq := w.owedAckLocked(it.g, it.shimSeq, it.hold)
 			w.qmu.Unlock()
 			if prevSeq != 0 {
-				prevGen.c.Ack(prevSeq)
+				w.sendAck(prevGen, prevSeq)
 			}
 		}
 	}
