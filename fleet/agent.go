@@ -222,7 +222,12 @@ func (f *Fleet) establish(a *agentState, c *transport.Conn, addr string, hello *
 	// it must be the first frame the agent reads, before any request
 	// (an agent that dialled in counts itself connected only on it).
 	_ = c.TrySend(&transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
-		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities})
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: f.capabilities()})
+	if !f.cfg.NoTCPLiveness && slices.Contains(hello.Capabilities, transport.CapabilityTCPLiveness) {
+		// Both announced it: TCP watches the agent's end, which needs
+		// no heartbeats from us. Its own still come, and still expire c.
+		c.StopHeartbeats()
+	}
 	f.setDirLocked(func() {
 		a.conn, a.lastErr = c, ""
 		a.hello, a.identity, a.policy, a.addr = hello, id, policy, addr

@@ -134,6 +134,13 @@ type Config struct {
 	// Conn configures every agent connection (heartbeat 15 s, expiry
 	// 45 s, request timeout 60 s by default).
 	Conn transport.Options
+	// NoTCPLiveness keeps the server's heartbeats to every agent: its
+	// hello does not announce tcp-liveness. Without it, an agent that
+	// announced it (a pifleet agent on Linux, not behind a proxy) gets no
+	// heartbeats from the server and lets TCP watch the connection; the
+	// server still expects the agent's heartbeats and expires the
+	// connection without them, as before (docs/protocol.md).
+	NoTCPLiveness bool
 	// Dialer decides when agents are dialled. The default is the dialer's
 	// with the reconnect schedule: MinRetryInterval 1 s, MaxRetryInterval
 	// 30 s, factor 2, and DialDelay 0, so a fleet dials its agents at once.
@@ -223,6 +230,10 @@ func WithSpawnTimeout(d time.Duration) Option { return func(c *Config) { c.Spawn
 
 // WithConnOptions sets Config.Conn, the options of every agent connection.
 func WithConnOptions(o transport.Options) Option { return func(c *Config) { c.Conn = o } }
+
+// WithNoTCPLiveness sets Config.NoTCPLiveness: heartbeats to every agent,
+// as a TypeScript server sends them.
+func WithNoTCPLiveness() Option { return func(c *Config) { c.NoTCPLiveness = true } }
 
 // WithDialer sets Config.Dialer, the schedule agents are dialled on.
 func WithDialer(d dialer.Config) Option { return func(c *Config) { c.Dialer = d } }

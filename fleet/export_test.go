@@ -1,5 +1,17 @@
 package fleet
 
+import "example.com/pifleet/transport"
+
+// AgentConn is agent name's connection (nil while it has none).
+func AgentConn(f *Fleet, name string) *transport.Conn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a := f.agents[name]; a != nil {
+		return a.conn
+	}
+	return nil
+}
+
 // SetSpawnedHold makes f call hold when a spawn's spawned arrives, before
 // anything of it is stored (under the fleet's lock: the fleet stands
 // still while hold runs). Set it before Start.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"crypto/ed25519"
+	"slices"
 
 	"example.com/pifleet/fleet/internal/serverstore"
 	"example.com/pifleet/transport"
@@ -43,8 +44,17 @@ func (f *Fleet) keyRing() *auth.KeyRing {
 // agent's hello had no challenge (a TypeScript agent: nothing to sign).
 func (f *Fleet) greet(c *transport.Conn, agentHello *transport.HelloFrame, dir auth.Direction) (auth.Transcript, bool) {
 	hello := &transport.HelloFrame{Machine: "pifleet-server", Role: transport.RoleServer,
-		PackageVersion: Version, Platform: hostPlatform(), Capabilities: serverCapabilities}
+		PackageVersion: Version, Platform: hostPlatform(), Capabilities: f.capabilities()}
 	t, ok := auth.ServerGreeting(hello, agentHello, c.NetConn(), dir, f.keyRing().Active(f.cfg.Now()))
 	_ = c.TrySend(hello)
 	return t, ok
+}
+
+// capabilities is what the server's hello announces: serverCapabilities,
+// and tcp-liveness unless Config.NoTCPLiveness.
+func (f *Fleet) capabilities() []string {
+	if f.cfg.NoTCPLiveness {
+		return serverCapabilities
+	}
+	return append(slices.Clip(serverCapabilities), transport.CapabilityTCPLiveness)
 }

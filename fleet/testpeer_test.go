@@ -176,7 +176,7 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		var c *transport.Conn
 		ready := make(chan struct{})
 		challenge := auth.NewChallenge()
-		c = transport.NewConn(nc, transport.Options{HeartbeatInterval: p.beat.HeartbeatInterval, ExpiryTimeout: p.beat.ExpiryTimeout, Heartbeats: p.beat.Heartbeats, Handler: func(fr transport.Frame) {
+		c = transport.NewConn(nc, transport.Options{HeartbeatInterval: p.beat.HeartbeatInterval, ExpiryTimeout: p.beat.ExpiryTimeout, Heartbeats: p.beat.Heartbeats, OnHeartbeat: p.beat.OnHeartbeat, Handler: func(fr transport.Frame) {
 			<-ready
 			if h, ok := fr.(*transport.HelloFrame); ok && h.Role == transport.RoleServer {
 				if sc, err := auth.ParseChallenge(h.Challenge); err == nil {

@@ -49,6 +49,9 @@ func (c *Conn) StopHeartbeats() {
 	c.wmu.Unlock()
 }
 
+// HeartbeatsStopped reports whether StopHeartbeats was called.
+func (c *Conn) HeartbeatsStopped() bool { return c.beatsOff.Load() }
+
 // WatchTCP makes TCP detect the loss of this connection instead of the
 // receive expiry, for a peer that sends no heartbeats (it stopped them on
 // this side's CapabilityTCPLiveness): the socket gets a TCP user timeout

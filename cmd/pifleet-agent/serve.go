@@ -43,6 +43,7 @@ type ServeCmd struct {
 	PeerQueue           string   `help:"How far one server connection may fall behind the events sent to it, in bytes (K, M, G suffixes): past it the connection is dropped, never held up for, and the server reconnects and catches up." default:"16M" env:"PIFLEET_PEER_QUEUE" placeholder:"BYTES"`
 	MaxConnsPerIdentity int      `help:"Most connections one identity (machine and user) may hold open at once; more are refused (-1: no cap)." default:"8" env:"PIFLEET_MAX_CONNS_PER_IDENTITY"`
 	NoEventDelta        bool     `help:"Send streamed output whole, every chunk with the whole message so far, even to a server that takes it as small updates." env:"PIFLEET_NO_EVENT_DELTA"`
+	NoTCPLiveness       bool     `help:"Keep heartbeats both ways even with a server that lets TCP watch the connection instead (tcp-liveness); with them, a server process that hangs while its machine still answers is noticed too." env:"PIFLEET_NO_TCP_LIVENESS"`
 	FsAccess            string   `help:"File service: workspace (read-only, inside each worker's cwd) or off." default:"workspace" enum:"workspace,off" env:"PIFLEET_FS_ACCESS"`
 	Registry            string   `help:"Bundle registry URL used when a spawn does not name one (PI_FLEET_SERVER)." env:"PIFLEET_REGISTRY_URL"`
 	Model               string   `help:"Machine default model PROVIDER/ID[:THINKING], used when neither spawn nor bundle names one." env:"PIFLEET_MODEL"`
@@ -220,6 +221,7 @@ func (c *ServeCmd) config(log zerolog.Logger, out *Output) (agent.Config, error)
 
 		MaxConnsPerIdentity: c.MaxConnsPerIdentity,
 		NoEventDelta:        c.NoEventDelta,
+		NoTCPLiveness:       c.NoTCPLiveness,
 	}
 	if c.PeerQueue != "" {
 		n, err := parseBytes(c.PeerQueue)

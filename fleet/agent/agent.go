@@ -390,13 +390,23 @@ func (a *Agent) connOptions() transport.Options {
 		SendQueue: DefaultPeerQueueFrames, SendQueueBytes: a.cfg.PeerQueueBytes}
 }
 
+// tcpLiveness says whether a connection over nc announces
+// tcp-liveness: where TCP itself can watch it (Linux, a TCP socket), and
+// not behind a proxy or NAT, whose own TCP endpoint would answer for the
+// server.
+func (a *Agent) tcpLiveness(nc net.Conn) bool {
+	return !a.cfg.NoTCPLiveness && !a.cfg.BehindProxy && transport.CanWatchTCP(nc)
+}
+
 func (a *Agent) newPeer(c *transport.Conn, id identity.Identity, res *auth.AgentResult) *peer {
 	remote := transport.RemoteAddrPort(c.NetConn())
 	p := &peer{
-		conn: c,
-		key:  fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
-		id:   id,
-		sent: make(chan struct{}),
+		conn:        c,
+		key:         fmt.Sprintf("%s:%s:%d#%d", id.Machine, id.User, remote.Port(), a.connSeq.Add(1)),
+		id:          id,
+		sent:        make(chan struct{}),
+		tcpLiveness: a.tcpLiveness(c.NetConn()), // as authenticate announced it
+		log:         a.log,
 	}
 	if res.ServerHello != nil {
 		p.greetedBy(res.ServerHello)
@@ -417,8 +427,12 @@ func (a *Agent) authenticate(ctx context.Context, nc net.Conn, id identity.Ident
 		a.log.Error().Err(err).Stringer("remote", remote).Msg("connection refused: trusted server keys unreadable")
 		return nil, err
 	}
+	hello := a.hello()
+	if a.tcpLiveness(nc) {
+		hello.Capabilities = append(hello.Capabilities, transport.CapabilityTCPLiveness)
+	}
 	res, err := auth.AgentHandshake(ctx, nc, auth.AgentConfig{
-		Hello:           a.hello(),
+		Hello:           hello,
 		Key:             a.key,
 		TrustedKeys:     trusted,
 		TrustOnFirstUse: a.cfg.TrustFirstServerKey,
@@ -462,6 +476,11 @@ type peer struct {
 	// refs is set once the peer announced CapabilityEventRefs too: its
 	// turn_end and agent_end refer to the messages it got before.
 	refs atomic.Bool
+	// tcpLiveness: our hello announced CapabilityTCPLiveness; watched is
+	// set once the server's did too and TCP watches the connection.
+	tcpLiveness bool
+	watched     atomic.Bool
+	log         zerolog.Logger
 }
 
 // greetedBy records the server's hello (the handshake's, or a later one).
@@ -474,6 +493,16 @@ func (p *peer) greetedBy(h *transport.HelloFrame) {
 	}
 	if slices.Contains(h.Capabilities, transport.CapabilityEventRefs) {
 		p.refs.Store(true)
+	}
+	if p.tcpLiveness && slices.Contains(h.Capabilities, transport.CapabilityTCPLiveness) && !p.watched.Swap(true) {
+		// The server sends no more heartbeats: without the watch the
+		// receive expiry would close the idle connection.
+		if err := p.conn.WatchTCP(); err != nil {
+			p.log.Error().Err(err).Str("peer", p.key).Msg("closing the connection: the server sends no heartbeats and TCP cannot watch it")
+			p.conn.Close()
+			return
+		}
+		p.log.Debug().Str("peer", p.key).Msg("TCP watches the connection; the server sends no heartbeats")
 	}
 }
 

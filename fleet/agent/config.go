@@ -221,6 +221,18 @@ type Config struct {
 	// docs/protocol.md): for comparing, or for a server whose rebuilt
 	// events look wrong.
 	NoEventDelta bool
+	// NoTCPLiveness keeps the application's heartbeats both ways on every
+	// connection. Without it, on Linux, a connection not behind a proxy
+	// announces tcp-liveness in hello, and with a server that announces
+	// it too (a pifleet one) the server sends no heartbeats and TCP
+	// watches the connection instead of the receive expiry: a TCP user
+	// timeout of ExpiryTimeout and keepalive probes every
+	// HeartbeatInterval (docs/protocol.md). The agent's own heartbeats go
+	// on. The cost: a server process that hangs while its machine's TCP
+	// stack still answers is no longer noticed (redialling would reach
+	// the same hung process anyway); a dead machine, a cut network or a
+	// closed socket still are.
+	NoTCPLiveness bool
 
 	// ExecPolicy enables the exec plane: ExecOff (the default: every
 	// exec_start is refused with exec_disabled) or ExecFull (hello then
