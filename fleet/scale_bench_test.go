@@ -47,6 +47,11 @@ import (
 // PIFLEET_SCALE_SERVER_BEAT=1h has the server send no heartbeats while
 // it measures (the peers then keep their connections for an hour without
 // hearing from it): what is left of a round is its receiving half.
+// The peers announce tcp-liveness, as pifleet agents do on Linux: the
+// server then sends them no heartbeats, and a round is its receiving
+// half. PIFLEET_SCALE_V1=1 has them announce nothing (as TypeScript
+// agents, or pifleet ones before tcp-liveness): the server beats them too,
+// a whole round.
 // PIFLEET_SCALE_INSTANCES=N spawns N instances per agent instead of 10
 // (0 for heartbeat figures in a fraction of the time).
 //
@@ -210,9 +215,9 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	rounds := wall.Seconds() / beat.Seconds()
 	// At once, to standard error: the benchmark's own line comes only
 	// after the cleanups, which take minutes at 10,000 agents.
-	fmt.Fprintf(os.Stderr, "%d agents × %d: %.1f MiB heap + %.1f MiB stacks, peak RSS %.0f MiB, %.1f goroutines per agent, %.1f ms CPU per heartbeat round\n",
+	fmt.Fprintf(os.Stderr, "%d agents × %d: %.1f MiB heap + %.1f MiB stacks, peak RSS %.0f MiB, %.1f goroutines per agent, %.1f ms CPU per heartbeat round (%.2f µs per agent)\n",
 		agents, perAgent, float64(mem.heap)/(1<<20), float64(mem.stack)/(1<<20), float64(peakRSS())/(1<<20),
-		goroutinesPerAgent, float64(cpu.Microseconds())/1000/rounds)
+		goroutinesPerAgent, float64(cpu.Microseconds())/1000/rounds, float64(cpu.Microseconds())/rounds/float64(agents))
 	b.ReportMetric(float64(mem.heap+mem.stack)/(1<<20), "MiB")
 	b.ReportMetric(float64(mem.heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(mem.stack)/(1<<20), "stack-MiB")
@@ -223,6 +228,9 @@ func benchServerScale(b *testing.B, agents, perAgent int) {
 	b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 	b.ReportMetric(goroutinesPerAgent, "goroutines/agent")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/rounds, "cpu-ms/heartbeat-round")
+	// Per agent and round: with tcp-liveness, what one heartbeat received
+	// costs the server.
+	b.ReportMetric(float64(cpu.Microseconds())/rounds/float64(agents), "cpu-us/agent-round")
 	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "cpu-%")
 	b.ReportMetric(connectRate, "agents-connected/s")
 }
@@ -322,6 +330,9 @@ func TestScalePeerHost(t *testing.T) {
 	for i := range peers {
 		peers[i] = newTestAgentPeer(t, fmt.Sprintf("%s-box-%05d", prefix, i), true, func(p *testAgentPeer) {
 			p.beat = transport.Options{HeartbeatInterval: every, ExpiryTimeout: expiry, Heartbeats: beats}
+			if os.Getenv("PIFLEET_SCALE_V1") == "" {
+				p.caps = []string{transport.CapabilityTCPLiveness}
+			}
 		})
 		fmt.Fprintf(out, "peer %s %s\n", peers[i].machine, peers[i].Addr())
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +180,12 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		c = transport.NewConn(nc, transport.Options{HeartbeatInterval: p.beat.HeartbeatInterval, ExpiryTimeout: p.beat.ExpiryTimeout, Heartbeats: p.beat.Heartbeats, OnHeartbeat: p.beat.OnHeartbeat, Handler: func(fr transport.Frame) {
 			<-ready
 			if h, ok := fr.(*transport.HelloFrame); ok && h.Role == transport.RoleServer {
+				if p.announces(transport.CapabilityTCPLiveness) && slices.Contains(h.Capabilities, transport.CapabilityTCPLiveness) {
+					// As an agent does: the server sends no heartbeats.
+					if err := c.WatchTCP(); err != nil {
+						p.t.Errorf("test peer: %v", err)
+					}
+				}
 				if sc, err := auth.ParseChallenge(h.Challenge); err == nil {
 					dir := auth.ServerDialed
 					if dialed {
@@ -211,6 +218,13 @@ func (p *testAgentPeer) serveAs(nc net.Conn, dialed bool) {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); <-c.Done() }()
 	}
+}
+
+// announces says whether the peer's hello lists capability.
+func (p *testAgentPeer) announces(capability string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.caps, capability)
 }
 
 // conn returns the latest connection.
