@@ -13,7 +13,7 @@ const tcpLivenessHere = true
 // probes to every interval once idle, as many as fit in timeout (the user
 // timeout ends the connection first anyway: Linux then ignores the count).
 func setTCPLiveness(tc *net.TCPConn, timeout, interval time.Duration) error {
-	count := max(1, int((timeout+interval-1)/interval))
+	count := min(max(1, int((timeout+interval-1)/interval)), 127) // Linux takes at most 127
 	if err := tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: interval, Interval: interval, Count: count}); err != nil {
 		return err
 	}
