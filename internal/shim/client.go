@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -72,7 +71,7 @@ type StopOptions struct {
 // All methods are safe for concurrent use.
 type Client struct {
 	conn     net.Conn
-	br       *bufio.Reader
+	fr       *frameReader
 	out      *frameWriter
 	log      zerolog.Logger
 	attached Status
@@ -141,7 +140,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 		return nil, fmt.Errorf("shim: connect to %s: %w", cfg.Socket, err)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	welcome, br, err := handshake(conn, cfg)
+	welcome, fr, err := handshake(conn, cfg)
 	if !stop() {
 		err = ctx.Err()
 	}
@@ -152,7 +151,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 	conn.SetDeadline(time.Time{})
 	c := &Client{
 		conn:     conn,
-		br:       br,
+		fr:       fr,
 		out:      newFrameWriter(conn),
 		log:      cfg.Logger,
 		attached: welcome.Status,
@@ -172,13 +171,13 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 	return c, nil
 }
 
-func handshake(conn net.Conn, cfg AttachConfig) (welcomeMsg, *bufio.Reader, error) {
+func handshake(conn net.Conn, cfg AttachConfig) (welcomeMsg, *frameReader, error) {
 	hello := helloMsg{V: protocolVersion, InstanceID: cfg.InstanceID, Token: cfg.Token, ResumeFrom: cfg.ResumeFrom}
 	if err := newFrameWriter(conn).writeJSON(frameHello, nil, hello); err != nil {
 		return welcomeMsg{}, nil, fmt.Errorf("%w: %s: sending hello: %w", ErrNoShim, cfg.Socket, err)
 	}
-	br := bufio.NewReaderSize(conn, 64<<10)
-	t, body, err := readFrame(br, maxControlFrame)
+	fr := newFrameReader(conn)
+	t, body, err := fr.next(maxControlFrame)
 	if err != nil {
 		if errors.Is(err, ErrProtocol) {
 			return welcomeMsg{}, nil, err
@@ -196,7 +195,7 @@ func handshake(conn net.Conn, cfg AttachConfig) (welcomeMsg, *bufio.Reader, erro
 	case f.welcome.V != protocolVersion:
 		return welcomeMsg{}, nil, &FrameError{Type: t, Reason: fmt.Sprintf("protocol version %d", f.welcome.V)}
 	}
-	return *f.welcome, br, nil
+	return *f.welcome, fr, nil
 }
 
 // Attached is the shim's status at the moment of the attach.
@@ -467,7 +466,7 @@ func (c *Client) readLoop() {
 	defer c.wg.Done()
 	defer close(c.readerDone)
 	for {
-		t, body, err := readFrame(c.br, c.maxFrame)
+		t, body, err := c.fr.next(c.maxFrame)
 		if err != nil {
 			c.end(err)
 			return

@@ -97,6 +97,75 @@ func readFrame(r io.Reader, limit int) (frameType, []byte, error) {
 	return t, body, nil
 }
 
+// frameReader reads frames like readFrame, but returns each body as a
+// slice of the chunk the connection was read into instead of a fresh copy:
+// the agent reads every stdout line of its workers this way, and
+// allocating and filling a buffer per line (and its page faults, for long
+// ones) was a large part of what reading them cost. A chunk is never
+// written again where it holds a body handed out: when it is used up, the
+// unfinished frame moves to a fresh chunk (sized like lineReader's), and
+// the old one is collected once its bodies are.
+type frameReader struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // buf[start:end] is read and not yet returned
+	err        error
+	longest    int // the longest frame returned from this chunk
+}
+
+func newFrameReader(r io.Reader) *frameReader { return &frameReader{r: r} }
+
+// next reads one frame whose body is at most limit bytes. The body is the
+// caller's to keep, read-only (its capacity ends with it). Errors are
+// readFrame's.
+func (fr *frameReader) next(limit int) (frameType, []byte, error) {
+	for fr.end-fr.start < frameHeaderLen {
+		if fr.err != nil {
+			if fr.end > fr.start && errors.Is(fr.err, io.EOF) {
+				return 0, nil, &FrameError{Reason: "truncated header"}
+			}
+			return 0, nil, fr.err
+		}
+		fr.fill(frameHeaderLen)
+	}
+	hdr := fr.buf[fr.start:]
+	n := binary.BigEndian.Uint32(hdr[:4])
+	t := frameType(hdr[4])
+	if uint64(n) > uint64(limit) {
+		return 0, nil, &FrameError{Type: t, Reason: fmt.Sprintf("body of %d bytes exceeds %d", n, limit)}
+	}
+	total := frameHeaderLen + int(n)
+	for fr.end-fr.start < total {
+		if fr.err != nil {
+			if errors.Is(fr.err, io.EOF) {
+				return 0, nil, &FrameError{Type: t, Reason: "truncated body"}
+			}
+			return 0, nil, fr.err
+		}
+		fr.fill(total)
+	}
+	body := fr.buf[fr.start+frameHeaderLen : fr.start+total : fr.start+total]
+	fr.start += total
+	fr.longest = max(fr.longest, total)
+	return t, body, nil
+}
+
+// fill reads more into buf, after moving the unfinished frame (need bytes
+// in all) to a fresh chunk if buf cannot hold it or has too little room.
+func (fr *frameReader) fill(need int) {
+	if len(fr.buf)-fr.start < need || len(fr.buf)-fr.end < minRead {
+		pending := fr.end - fr.start
+		fresh := make([]byte, max(readChunk, min(8*fr.longest, maxChunk), need+minRead))
+		copy(fresh, fr.buf[fr.start:fr.end])
+		fr.buf, fr.start, fr.end, fr.longest = fresh, 0, pending, 0
+	}
+	n, err := fr.r.Read(fr.buf[fr.end:])
+	fr.end += n
+	if err != nil {
+		fr.err = err
+	}
+}
+
 // frameWriter serialises frames from several goroutines onto one
 // connection. Small frames are coalesced in the buffer until a flush.
 type frameWriter struct {
@@ -116,11 +185,13 @@ func (fw *frameWriter) write(t frameType, prefix, data []byte, flush bool) error
 }
 
 func (fw *frameWriter) writeLocked(t frameType, prefix, data []byte, flush bool) error {
-	var hdr [frameHeaderLen]byte
-	binary.BigEndian.PutUint32(hdr[:4], uint32(len(prefix)+len(data)))
-	hdr[4] = byte(t)
-	fw.w.Write(hdr[:])
-	fw.w.Write(prefix)
+	// The header is built in the writer's own buffer (a header array
+	// handed to Write escaped: an allocation per frame).
+	hdr := fw.w.AvailableBuffer()
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(prefix)+len(data)))
+	hdr = append(hdr, byte(t))
+	hdr = append(hdr, prefix...)
+	fw.w.Write(hdr)
 	if _, err := fw.w.Write(data); err != nil {
 		return err
 	}
@@ -128,6 +199,16 @@ func (fw *frameWriter) writeLocked(t frameType, prefix, data []byte, flush bool)
 		return fw.w.Flush()
 	}
 	return nil
+}
+
+// writeSeq sends one frame whose body is seq followed by data (a line),
+// without allocating the prefix.
+func (fw *frameWriter) writeSeq(t frameType, seq uint64, data []byte, flush bool) error {
+	var prefix [8]byte
+	binary.BigEndian.PutUint64(prefix[:], seq)
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.writeLocked(t, prefix[:], data, flush)
 }
 
 // writeJSON sends one frame whose body is prefix followed by v as JSON.

@@ -173,8 +173,32 @@ func FuzzFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const limit = 1 << 16
 		br := bufio.NewReader(bytes.NewReader(data))
+		// The agent's reader reads the same frames as readFrame, in
+		// whatever pieces the connection gives them; its bodies stay
+		// intact while it reads on.
+		fr := newFrameReader(&chunkReader{data: data, n: 1 + len(data)%97})
+		type kept struct{ body, copied []byte }
+		var bodies []kept
+		defer func() {
+			for i, k := range bodies {
+				if !bytes.Equal(k.body, k.copied) {
+					t.Fatalf("frame %d changed after it was read", i)
+				}
+			}
+		}()
 		for {
 			typ, body, err := readFrame(br, limit)
+			ftyp, fbody, ferr := fr.next(limit)
+			if (err == nil) != (ferr == nil) || err != nil && err.Error() != ferr.Error() {
+				t.Fatalf("readFrame: %v; frameReader: %v", err, ferr)
+			}
+			if err == nil {
+				if ftyp != typ || !bytes.Equal(fbody, body) {
+					t.Fatalf("frameReader read %s %x, readFrame %s %x", ftyp, fbody, typ, body)
+				}
+				_ = append(fbody, 0xee) // a body's capacity ends with it
+				bodies = append(bodies, kept{fbody, bytes.Clone(fbody)})
+			}
 			if err != nil {
 				var fe *FrameError
 				if err != io.EOF && !errors.As(err, &fe) {

@@ -111,11 +111,60 @@ func FuzzLineReader(f *testing.F) {
 		if chunk > 0 {
 			r = &chunkReader{data: data, n: int(chunk)}
 		}
-		got := splitAll(t, r, int(max))
+		got := splitKept(t, r, int(max))
 		if want := referenceSplit(data, int(max)); !equalSplits(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 	})
+}
+
+// splitKept is splitAll that keeps the lines as returned (slices of the
+// reader's chunks) and reads them only at the end: a line the reader
+// wrote over after returning it, or that appending to an earlier line
+// changed, shows as a difference.
+func splitKept(t testing.TB, r io.Reader, max int) []splitResult {
+	lr := newLineReader(r, max)
+	var lines [][]byte
+	var overlongs []int64
+	for {
+		line, overlong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		if line == nil && overlong == 0 {
+			t.Fatal("nil line that is not overlong")
+		}
+		_ = append(line, '#') // a line's capacity ends with it
+		lines, overlongs = append(lines, line), append(overlongs, overlong)
+	}
+	out := make([]splitResult, len(lines))
+	for i := range lines {
+		out[i] = splitResult{string(lines[i]), overlongs[i]}
+	}
+	return out
+}
+
+// Lines returned earlier keep their bytes while the reader goes on, across
+// chunks, long lines and overlong ones.
+func TestLineReaderLinesStayIntact(t *testing.T) {
+	var data []byte
+	for i := range 3000 {
+		data = append(data, bytes.Repeat([]byte{byte('a' + i%26)}, i*37%5000)...)
+		data = append(data, "\r\n"[:1+i%2]...)
+		if i%2 == 0 {
+			data = append(data[:len(data)-1], '\n')
+		}
+	}
+	data = append(data, bytes.Repeat([]byte("w"), 3*readChunk)...)
+	data = append(data, "\nend"...)
+	for _, r := range []io.Reader{bytes.NewReader(data), &chunkReader{data: data, n: 1000}} {
+		if got, want := splitKept(t, r, 100_000), referenceSplit(data, 100_000); !equalSplits(got, want) {
+			t.Fatalf("%d lines, want %d; or a line differs", len(got), len(want))
+		}
+	}
 }
 
 type chunkReader struct {

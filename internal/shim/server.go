@@ -613,7 +613,7 @@ func (ss *session) writeLoop() {
 func (ss *session) send(rec record, flush bool) error {
 	switch rec.kind {
 	case recordLine:
-		return ss.out.write(frameLine, u64(rec.seq), rec.data, flush)
+		return ss.out.writeSeq(frameLine, rec.seq, rec.data, flush)
 	case recordOverlong:
 		return ss.out.write(frameOverlong, append(u64(rec.seq), u64(uint64(rec.overlong))...), nil, flush)
 	default:
