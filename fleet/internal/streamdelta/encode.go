@@ -21,6 +21,12 @@ type Encoder struct {
 	done held
 	// arena gives the trees of the lines their nodes.
 	arena arena
+	// grow follows the base while updates only append their delta to one
+	// string (grow.go); base is then nil, and parsed from grow.line only
+	// when a line is not such an update.
+	grow growth
+	// parseAll turns grow off (the tests compare both ways).
+	parseAll bool
 }
 
 // Coded is one event, coded for every kind of receiver. Which form a
@@ -46,10 +52,22 @@ type Coded struct {
 }
 
 // Encode codes the event line of seq, a worker's next event in the stream
-// the encoder follows. The encoder keeps pointers into line until the next
-// call, so line must not change (worker events never do).
+// the encoder follows. The encoder keeps line while later lines are coded
+// against it, so line must not change (worker events never do).
 func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	c := Coded{Seq: seq, line: line}
+	if e.grow.line != nil && !e.parseAll {
+		if delta, ok := e.grow.next(line); ok {
+			c.base, c.links = e.baseSeq, true
+			e.grow, c.delta, c.short = e.grow.grown(line, delta)
+			e.base, e.baseSeq = nil, seq
+			return c
+		}
+		if e.base == nil {
+			e.base, _ = parseUpdate(e.grow.line, &e.arena)
+		}
+	}
+	e.grow = growth{}
 	if repeats(line) {
 		e.base, e.ops = nil, nil
 		if len(e.done.seqs) > 0 {
@@ -88,6 +106,9 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	c.delta = deltaEntry(u, ops)
 	if sameShape(prev, prevOps, u, ops) {
 		c.short = shortEntry(u, ops)
+	}
+	if c.links {
+		e.grow, _ = followGrowth(line, u, ops, c.delta)
 	}
 	return c
 }
