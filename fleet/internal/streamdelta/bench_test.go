@@ -40,3 +40,28 @@ func BenchmarkAgentLine(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeText is the encoder alone on a text streamed as pi 0.73.1
+// streams one (nothing but the text and the step change from one update
+// to the next), coded by following its growth (grow) and by parsing every
+// line (parse, as before the encoder followed growth).
+func BenchmarkEncodeText(b *testing.B) {
+	for _, c := range []struct {
+		name        string
+		size, chunk int
+	}{{"1KB-by-1", 1_000, 1}, {"20KB-by-16", 20_000, 16}} {
+		lines := growingText(strings.Repeat("0123456789abcdef", c.size/16+1)[:c.size], c.chunk, nil)
+		for _, mode := range []string{"grow", "parse"} {
+			b.Run(c.name+"/"+mode, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					enc := Encoder{parseAll: mode == "parse"}
+					for i, l := range lines {
+						enc.Encode(uint64(i+1), l)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(lines)), "ns/line")
+			})
+		}
+	}
+}
