@@ -1,7 +1,5 @@
 package streamdelta
 
-import "weak"
-
 // DeltaAfter returns l as a change to prev: an entry of docs/protocol.md's
 // event_delta updates that rebuilds l from prev alone ({"u":step,"o":ops},
 // with "r" when the step refers to the partial message). ok is false
@@ -12,10 +10,13 @@ import "weak"
 // control API's watch) sends, to a reader that got prev, this entry
 // instead of l's bytes: O(chunk) instead of O(message) per update.
 func (l *Line) DeltaAfter(prev *Line) (entry []byte, ok bool) {
-	if l == nil || prev == nil || l.entry == nil || l.base != weak.Make(prev) {
+	if l == nil || prev == nil || l.chain == nil || prev.chain != l.chain || prev.n+1 != l.n {
 		return nil, false
 	}
-	return l.entry, true
+	if l.step != nil {
+		return longEntry(l.step, l.ops), true
+	}
+	return l.entry, l.entry != nil
 }
 
 // longEntry writes step and ops as a self-contained coded entry (what a

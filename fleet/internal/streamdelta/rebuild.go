@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"weak"
 
+	"example.com/pifleet/internal/jsonscan"
 	"example.com/pifleet/transport"
 )
 
@@ -21,14 +21,19 @@ type Rebuilder struct {
 	chains map[string]*chain
 	done   map[string]*held // the finished messages held, per worker
 	arena  arena            // nodes for the trees of the entries
+	deltas []byte           // a block the deltas of short entries are copied to
 }
 
 type chain struct {
 	seq  uint64
-	u    *update
+	u    update
 	ops  []op  // what the last update was coded with; nil after a whole one
 	line *Line // the event of seq, as emitted
 }
+
+// lineage names a chain for its Lines (Line.DeltaAfter). It has a size so
+// that each is a distinct allocation, with an address of its own.
+type lineage struct{ _ byte }
 
 // NewRebuilder returns a Rebuilder whose events are at most maxLine bytes
 // (an event larger than a frame could not have been sent whole).
@@ -77,13 +82,21 @@ func (r *Rebuilder) RebuildFrameLines(f *transport.EventDeltaFrame, emit func(se
 // Bytes may be called from any goroutine.
 type Line struct {
 	once sync.Once
-	u    *update // until written
+	u    update // until written (u.partial is nil after, and in a whole line)
 	b    []byte
+	// A rebuilt line knows its chain and its place in it (n): the line it
+	// was coded against is the one before it there. It does not point at
+	// that line, which would keep the message's history alive (O(n²)
+	// bytes once written).
+	chain *lineage
+	n     uint64
 	// A message_update rebuilt from a coded entry also keeps that entry,
-	// self-contained (Line.DeltaAfter), and which line it was coded
-	// against (weakly: a line must not keep the message's history alive).
-	base  weak.Pointer[Line]
+	// self-contained (Line.DeltaAfter): as it came (entry), or, for a
+	// short entry without values, its step and ops (the chain's), from
+	// which DeltaAfter writes it when asked; most are never asked for.
 	entry []byte
+	step  *node
+	ops   []op
 }
 
 // WholeLine returns the Line of an event already written.
@@ -92,8 +105,8 @@ func WholeLine(b []byte) *Line { return &Line{b: b} }
 // Bytes returns the event's bytes, written on the first call.
 func (l *Line) Bytes() []byte {
 	l.once.Do(func() {
-		if l.u != nil {
-			l.b, l.u = l.u.line(), nil
+		if l.u.partial != nil {
+			l.b, l.u = l.u.line(), update{}
 		}
 	})
 	return l.b
@@ -185,7 +198,7 @@ func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (*L
 	if err != nil {
 		return nil, nil, err
 	}
-	if line.u == nil && endsRun(line.b) { // an update written lazily is a message_update
+	if line.u.partial == nil && endsRun(line.b) { // an update written lazily is a message_update
 		delete(r.done, instanceID)
 	}
 	return line, head, nil
@@ -222,7 +235,8 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 		u, ok := parseUpdate(line, &r.arena)
 		out := WholeLine(line)
 		if ok && !u.ends() {
-			r.chains[instanceID] = &chain{seq: seq, u: u, line: out}
+			out.chain = new(lineage)
+			r.chains[instanceID] = &chain{seq: seq, u: *u, line: out}
 		} else {
 			delete(r.chains, instanceID)
 		}
@@ -236,21 +250,30 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	if ch == nil || ch.seq != base {
 		return nil, nil, ErrNoBase
 	}
-	n, perr := parseTree(entry, &r.arena)
-	if perr != nil {
-		return nil, nil, badEntry("%v", perr)
+	if entry[0] == '{' {
+		// A copy, which the tree reads and the Line keeps (entry is part
+		// of the frame): the short entries after it share its step.
+		entry = bytes.Clone(entry)
+	}
+	n, ok := r.deltaOnly(entry)
+	if !ok {
+		var perr error
+		if n, perr = parseTree(entry, &r.arena); perr != nil {
+			return nil, nil, badEntry("%v", perr)
+		}
 	}
 	var (
-		u    = &update{partial: ch.u.partial}
-		ops  []op
-		refs *node
-		err  error
+		u      = update{partial: ch.u.partial}
+		ops    []op
+		refs   *node
+		shared bool // ops are the chain's
+		err    error
 	)
 	switch n.kind {
 	case '{':
 		u.step, u.kind, ops, refs, err = parseDelta(n)
 	case '[':
-		u.step, ops, err = ch.short(n)
+		u.step, ops, shared, err = ch.short(n, &r.arena)
 	default:
 		err = badEntry("an update is an object or an array")
 	}
@@ -259,12 +282,12 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	}
 	delta := u.delta()
 	for i := range ops {
-		if u.partial, err = ops[i].apply(u.partial, delta); err != nil {
+		if u.partial, err = ops[i].applyIn(u.partial, delta, &r.arena); err != nil {
 			return nil, nil, err
 		}
 	}
 	if refs != nil {
-		if err := resolveRefs(u, refs); err != nil {
+		if err := resolveRefs(&u, refs); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -273,7 +296,8 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	}
 	var head []byte
 	if u.step != nil {
-		head = append(append(slices.Clip(linePrefix), u.step.appendTo(nil)...), '}')
+		head = make([]byte, 0, len(linePrefix)+u.step.size()+1)
+		head = append(u.step.appendTo(append(head, linePrefix...)), '}')
 	}
 	if u.ends() {
 		delete(r.chains, instanceID)
@@ -286,15 +310,43 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	ch.seq, ch.u, ch.ops = seq, u, ops
 	if u.step == nil {
 		ch.line = WholeLine(u.line()) // a message_start: one a message
-		return ch.line, head, nil
-	}
-	if n.kind == '[' {
-		entry = longEntry(u.step, ops) // a short entry reads only after its chain's
 	} else {
-		entry = bytes.Clone(entry) // entry is part of the frame
+		ch.line = &Line{u: u}
+		switch {
+		case n.kind == '{':
+			ch.line.entry = entry
+		case shared:
+			ch.line.step, ch.line.ops = u.step, ops
+		default:
+			// A short entry reads only after its chain's: the values it
+			// carries go into a long one now (they are part of the frame).
+			ch.line.entry = longEntry(u.step, ops)
+		}
 	}
-	ch.line = &Line{u: u, base: weak.Make(prev), entry: entry}
+	ch.line.chain, ch.line.n = prev.chain, prev.n+1
 	return ch.line, head, nil
+}
+
+// deltaOnly reads a short entry that is a delta alone, ["…"] (how the
+// chunks of a text are coded), as parseTree would, without its stacks.
+// The delta is copied to a block of r's: a Line keeps its step (for
+// DeltaAfter), which must not keep the whole frame alive.
+func (r *Rebuilder) deltaOnly(entry []byte) (*node, bool) {
+	if len(entry) < 4 || entry[0] != '[' || entry[1] != '"' {
+		return nil, false
+	}
+	end, _ := jsonscan.SkipString(entry, 1)
+	if end != len(entry)-1 || entry[end] != ']' {
+		return nil, false
+	}
+	delta := entry[1:end]
+	if len(r.deltas)+len(delta) > cap(r.deltas) {
+		r.deltas = make([]byte, 0, max(4<<10, len(delta)))
+	}
+	start := len(r.deltas)
+	r.deltas = append(r.deltas, delta...)
+	kid := r.arena.node(node{raw: r.deltas[start:len(r.deltas):len(r.deltas)]})
+	return r.arena.node(node{kind: '[', raw: entry, kids: r.arena.clone([]*node{kid})}), true
 }
 
 // resolve rebuilds a line that refers to finished messages,
@@ -459,47 +511,57 @@ func smallIndex(n *node) (int, bool) {
 }
 
 // short reads [delta, values…]: the last update's step and ops again,
-// with a new delta and new values.
-func (ch *chain) short(n *node) (*node, []op, error) {
+// with a new delta and new values. When the ops take no values, they are
+// the chain's own (shared: nothing changes them).
+func (ch *chain) short(n *node, a *arena) (step *node, ops []op, shared bool, err error) {
 	if ch.ops == nil {
-		return nil, nil, ErrNoBase
+		return nil, nil, false, ErrNoBase
 	}
 	if len(n.kids) == 0 || !n.kids[0].isString() {
-		return nil, nil, badEntry("a short update starts with the delta")
+		return nil, nil, false, badEntry("a short update starts with the delta")
 	}
 	prev := ch.u.step
 	if prev == nil {
-		return nil, nil, badEntry("short update after a message line")
+		return nil, nil, false, badEntry("short update after a message line")
 	}
 	di := slicesIndex(prev.keys, keyDelta)
 	if di < 0 {
-		return nil, nil, badEntry("short update after a step without a delta")
+		return nil, nil, false, badEntry("short update after a step without a delta")
 	}
-	step := &node{kind: '{', keys: prev.keys, kids: slices.Clone(prev.kids)}
+	step = a.node(node{kind: '{', keys: prev.keys, kids: a.clone(prev.kids)})
 	step.kids[di] = n.kids[0]
 	vals := n.kids[1:]
-	ops := slices.Clone(ch.ops)
-	for i := range ops {
-		if ops[i].kind != opDelta && !ops[i].valued() {
+	valued := 0
+	for i := range ch.ops {
+		if ch.ops[i].kind != opDelta && !ch.ops[i].valued() {
 			// Members added once cannot be added again (the encoder never
 			// repeats such a shape).
-			return nil, nil, badEntry("short update after an op %c", ops[i].kind)
+			return nil, nil, false, badEntry("short update after an op %c", ch.ops[i].kind)
 		}
+		if ch.ops[i].valued() {
+			valued++
+		}
+	}
+	if valued == 0 && len(vals) == 0 {
+		return step, ch.ops, true, nil
+	}
+	ops = slices.Clone(ch.ops)
+	for i := range ops {
 		if !ops[i].valued() {
 			continue
 		}
 		if len(vals) == 0 {
-			return nil, nil, badEntry("short update lacks values")
+			return nil, nil, false, badEntry("short update lacks values")
 		}
 		v := vals[0]
 		vals = vals[1:]
 		if ops[i].kind == opString && !v.isString() {
-			return nil, nil, badEntry("short update: op s takes a string")
+			return nil, nil, false, badEntry("short update: op s takes a string")
 		}
 		ops[i].val, ops[i].node = v.raw, v
 	}
 	if len(vals) != 0 {
-		return nil, nil, badEntry("short update has values left over")
+		return nil, nil, false, badEntry("short update has values left over")
 	}
-	return step, ops, nil
+	return step, ops, false, nil
 }

@@ -1,0 +1,134 @@
+package streamdelta
+
+import (
+	"bytes"
+	"testing"
+
+	"example.com/pifleet/transport"
+)
+
+// sameTree reports whether a and b are the same tree: kinds, bytes, keys
+// and members alike.
+func sameTree(a, b *node) bool {
+	if a.kind != b.kind || a.open != b.open || !bytes.Equal(a.raw, b.raw) || len(a.keys) != len(b.keys) || len(a.kids) != len(b.kids) {
+		return false
+	}
+	for i := range a.keys {
+		if !bytes.Equal(a.keys[i], b.keys[i]) {
+			return false
+		}
+	}
+	for i := range a.kids {
+		if !sameTree(a.kids[i], b.kids[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzDeltaOnly: the Rebuilder's reading of a short entry that is a delta
+// alone must be parseTree's, and must take every such entry parseTree
+// takes.
+func FuzzDeltaOnly(f *testing.F) {
+	for _, s := range []string{`["x"]`, `[""]`, `["a\"b\\c\u2028é🚀"]`, `["x",1]`, `[ "x"]`, `["x" ]`, `["x"]]`, `["x`, `["\x01"]`, `[1]`, `{"u":1}`, `["\u00"]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, entry []byte) {
+		var r Rebuilder
+		fast, ok := r.deltaOnly(entry)
+		general, err := parseTree(entry, nil)
+		isDelta := err == nil && general.kind == '[' && len(general.kids) == 1 && general.kids[0].isString()
+		if ok != isDelta {
+			t.Fatalf("%q: deltaOnly %v, parseTree %v (err %v)", entry, ok, isDelta, err)
+		}
+		if ok && !sameTree(fast, general) {
+			t.Fatalf("%q: deltaOnly reads %q, parseTree %q", entry, fast.appendTo(nil), general.appendTo(nil))
+		}
+	})
+}
+
+// applyIn must change a tree as apply does and, as apply, leave the tree
+// it was given reading as before.
+func TestApplyInIsApply(t *testing.T) {
+	root, err := parseTree([]byte(`{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":""}],"n":1,"s":"x"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := string(root.appendTo(nil))
+	ops := []op{
+		{path: []int{1, 0, 1}, kind: opDelta},
+		{path: []int{1, 1, 1}, kind: opDelta},
+		{path: []int{3}, kind: opString, val: []byte(`"\"q\u00e9"`)},
+		{path: []int{2}, kind: opDelta},          // not a string
+		{path: []int{1, 5, 1}, kind: opDelta},    // off the message
+		{path: []int{1, 0, 1, 0}, kind: opDelta}, // into a leaf
+	}
+	for _, delta := range [][]byte{[]byte(`c\n`), nil} {
+		for i := range ops {
+			a := new(arena)
+			want, wantErr := ops[i].apply(root, delta)
+			got, gotErr := ops[i].applyIn(root, delta, a)
+			if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
+				t.Fatalf("op %d, delta %q: apply's error %v, applyIn's %v", i, delta, wantErr, gotErr)
+			}
+			if wantErr == nil {
+				if !sameTree(want, got) {
+					t.Fatalf("op %d: apply gives %s, applyIn %s", i, want.appendTo(nil), got.appendTo(nil))
+				}
+				// Again on the result: the string is now open, appended in place.
+				want2, _ := ops[i].apply(want, []byte("d"))
+				got2, _ := ops[i].applyIn(got, []byte("d"), a)
+				if string(want2.appendTo(nil)) != string(got2.appendTo(nil)) || string(want.appendTo(nil)) != string(got.appendTo(nil)) {
+					t.Fatalf("op %d twice: apply gives %s, applyIn %s", i, want2.appendTo(nil), got2.appendTo(nil))
+				}
+			}
+			if s := string(root.appendTo(nil)); s != before {
+				t.Fatalf("op %d changed the tree it was given: %s", i, s)
+			}
+		}
+	}
+}
+
+// A text streamed with nothing else changing is coded as short entries of
+// the delta alone, which the Rebuilder reads on its fast path (deltaOnly,
+// applyIn, the chain's ops shared, the entry for DeltaAfter written when
+// asked): the events are pi's byte for byte, read at once or late, and
+// each reads as a change to the one before it as the general path's
+// long entry does.
+func TestADeltaOnlyRunRebuildsIdentically(t *testing.T) {
+	for _, chunk := range []int{1, 3, 16} {
+		raw := answerLines(answer(300), chunk)
+		for _, flush := range []int{1, 7, 1000} {
+			got, _ := relay(t, raw, flush, nil)
+			checkSame(t, raw, got)
+			lines := rebuiltLines(t, raw, flush)
+			fast := 0
+			for i := 1; i < len(lines); i++ {
+				if lines[i].step != nil {
+					fast++
+				}
+				entry, ok := lines[i].DeltaAfter(lines[i-1])
+				if !ok {
+					continue
+				}
+				// The reader's side: the line before, whole, then the entry.
+				rb := NewRebuilder(transport.MaxFrameBytes)
+				prev := append(append([]byte(`[{"e":`), lines[i-1].Bytes()...), "}]"...)
+				if err := rb.Rebuild("r", 1, nil, prev, func(uint64, []byte, []byte) {}); err != nil {
+					t.Fatal(err)
+				}
+				one := uint64(1)
+				var back []byte
+				if err := rb.Rebuild("r", 2, &one, append(append([]byte{'['}, entry...), ']'), func(_ uint64, l, _ []byte) { back = l }); err != nil {
+					t.Fatalf("line %d: %v\n%s", i, err, entry)
+				}
+				if !bytes.Equal(back, raw[i]) || !bytes.Equal(lines[i].Bytes(), raw[i]) {
+					t.Fatalf("line %d rebuilt as\n%s\nwant\n%s", i, back, raw[i])
+				}
+			}
+			if want := len(raw) - 6; fast < want {
+				t.Fatalf("chunk %d, flush %d: %d lines of %d on the fast path, want %d", chunk, flush, fast, len(raw), want)
+			}
+		}
+	}
+}
