@@ -1,6 +1,9 @@
 package fleet
 
 import (
+	"bytes"
+	"unicode/utf8"
+
 	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/pirpc"
@@ -13,11 +16,25 @@ var serverCapabilities = []string{transport.CapabilityPifleet, transport.Capabil
 
 // rebuiltEvent is an update rebuilt from event_delta: its line, written
 // out only when a consumer reads it (Event.Raw), and the record
-// handleFrame would have parsed from it. The EventFrame has no Event.
+// handleFrame would have parsed from it. The EventFrame has no Event. The
+// frame, its seq and the record's event are parts of it (EventFrame
+// points at frame): one allocation per update.
 type rebuiltEvent struct {
 	*transport.EventFrame
 	rec  pirpc.Record
 	line *streamdelta.Line
+
+	frame transport.EventFrame
+	seq   float64
+	event pirpc.Event
+	step  pirpc.AssistantMessageEvent
+}
+
+// lastStep is the last update of a worker whose head was parsed: its line
+// and record.
+type lastStep struct {
+	line *streamdelta.Line
+	rec  pirpc.Record
 }
 
 // frameHandler returns the handler of agent a's connection c. An
@@ -27,6 +44,7 @@ type rebuiltEvent struct {
 // new connection starts from whole updates.
 func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Frame) {
 	rb := streamdelta.NewRebuilder(transport.MaxFrameBytes)
+	steps := map[string]lastStep{} // per worker mid-message
 	return func(fr transport.Frame) {
 		d, ok := fr.(*transport.EventDeltaFrame)
 		if !ok {
@@ -34,23 +52,23 @@ func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Fr
 			return
 		}
 		err := rb.RebuildFrameLines(d, func(seq uint64, line *streamdelta.Line, head []byte) {
-			s := float64(seq)
-			ev := &transport.EventFrame{InstanceID: d.InstanceID, Seq: &s}
+			ev := &rebuiltEvent{line: line, seq: float64(seq)}
+			ev.frame = transport.EventFrame{InstanceID: d.InstanceID, Seq: &ev.seq}
+			ev.EventFrame = &ev.frame
 			// What the server reads of an update is its step: parse that
 			// (a few dozen bytes), not the whole partial message again,
 			// nor write the update out (O(n²) bytes for an answer of n
-			// characters) unless a consumer reads it.
-			var rec pirpc.Record
-			var err error
-			if head != nil {
-				rec, err = pirpc.ParseValidRecord(head)
-			}
-			if head == nil || err != nil {
-				ev.Event = line.Bytes()
+			// characters) unless a consumer reads it. A step that is the
+			// last one with another delta is that one's record with the
+			// delta decoded.
+			if head != nil && (ev.stepAfter(steps[d.InstanceID], head) || ev.parseHead(head)) {
+				steps[d.InstanceID] = lastStep{line: line, rec: ev.rec}
 				f.handleFrame(a, c, ev)
 				return
 			}
-			f.handleFrame(a, c, &rebuiltEvent{EventFrame: ev, rec: rec, line: line})
+			delete(steps, d.InstanceID)
+			ev.Event = line.Bytes()
+			f.handleFrame(a, c, ev.EventFrame)
 		})
 		if err != nil {
 			// Not something a pifleet agent writes: the events after it
@@ -60,4 +78,31 @@ func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Fr
 			_ = c.Close()
 		}
 	}
+}
+
+// parseHead sets e's record to head's.
+func (e *rebuiltEvent) parseHead(head []byte) bool {
+	rec, err := pirpc.ParseValidRecord(head)
+	e.rec = rec
+	return err == nil
+}
+
+// stepAfter sets e's record to last's with the delta of e's step, when
+// that is the only change (streamdelta.Line.StepAfter) and a plain string
+// (no escapes, valid UTF-8: its bytes are its value, as pirpc decodes
+// it); it reports whether it did.
+func (e *rebuiltEvent) stepAfter(last lastStep, head []byte) bool {
+	delta, ok := e.line.StepAfter(last.line)
+	if !ok || last.rec.Event == nil || last.rec.Event.Update == nil || last.rec.Event.DecodeErr != nil {
+		return false
+	}
+	body := delta[1 : len(delta)-1]
+	if bytes.IndexByte(body, '\\') >= 0 || !utf8.Valid(body) {
+		return false
+	}
+	e.event, e.step = *last.rec.Event, *last.rec.Event.Update
+	e.step.Delta = string(body)
+	e.event.Update = &e.step
+	e.rec = pirpc.Record{Raw: head, Event: &e.event}
+	return true
 }

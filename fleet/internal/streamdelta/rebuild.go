@@ -112,6 +112,36 @@ func (l *Line) Bytes() []byte {
 	return l.b
 }
 
+// StepAfter reports whether l is a message_update whose step (its
+// assistantMessageEvent without the partial) is prev's with only the
+// value of its "delta" member changed, to the JSON string delta (quotes
+// included), and whether no other member of the step has a name a JSON
+// decoder could read as "delta" (in another case, or escaped): a reader
+// that decoded prev's step then has l's by decoding delta alone. ok is
+// false for any other pair of lines (l was then rebuilt otherwise, or
+// prev is not the line l was coded against).
+func (l *Line) StepAfter(prev *Line) (delta []byte, ok bool) {
+	if l == nil || prev == nil || l.step == nil || l.chain == nil || prev.chain != l.chain || prev.n+1 != l.n {
+		return nil, false
+	}
+	di := -1
+	for i, k := range l.step.keys {
+		switch {
+		case bytes.Equal(k, keyDelta):
+			if di >= 0 {
+				return nil, false
+			}
+			di = i
+		case bytes.IndexByte(k, '\\') >= 0 || bytes.EqualFold(k, keyDelta):
+			return nil, false
+		}
+	}
+	if di < 0 {
+		return nil, false
+	}
+	return l.step.kids[di].raw, true
+}
+
 // wholeSeq reads a seq in a reference: digits only, at most 2^53.
 func wholeSeq(n *node) (uint64, bool) {
 	if n.kind != 0 || len(n.raw) == 0 || len(n.raw) > 16 || len(n.raw) > 1 && n.raw[0] == '0' {
