@@ -29,6 +29,12 @@ type chain struct {
 	u    update
 	ops  []op  // what the last update was coded with; nil after a whole one
 	line *Line // the event of seq, as emitted
+	// In a run of updates that append their delta to one string (grow),
+	// text is that string (open), which u.partial has at ops[0].path as
+	// it was when the run began (stale, stale bytes long): settled puts
+	// it in.
+	text  []byte
+	stale int
 }
 
 // lineage names a chain for its Lines (Line.DeltaAfter). It has a size so
@@ -97,6 +103,9 @@ type Line struct {
 	entry []byte
 	step  *node
 	ops   []op
+	// An update of a run that grows a string (grow) is its chain's
+	// partial message with text at ops[0].path, put in when written.
+	text []byte
 }
 
 // WholeLine returns the Line of an event already written.
@@ -106,7 +115,10 @@ func WholeLine(b []byte) *Line { return &Line{b: b} }
 func (l *Line) Bytes() []byte {
 	l.once.Do(func() {
 		if l.u.partial != nil {
-			l.b, l.u = l.u.line(), update{}
+			if l.text != nil {
+				l.u.partial = withString(l.u.partial, l.ops[0].path, l.text, nil)
+			}
+			l.b, l.u, l.text = l.u.line(), update{}, nil
 		}
 	})
 	return l.b
@@ -293,7 +305,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 		}
 	}
 	var (
-		u      = update{partial: ch.u.partial}
+		u      update
 		ops    []op
 		refs   *node
 		shared bool // ops are the chain's
@@ -310,6 +322,10 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	if err != nil {
 		return nil, nil, err
 	}
+	if shared && len(ops) == 1 && ops[0].kind == opDelta {
+		return r.grow(ch, seq, u.step, ops)
+	}
+	u.partial = r.settled(ch)
 	delta := u.delta()
 	for i := range ops {
 		if u.partial, err = ops[i].applyIn(u.partial, delta, &r.arena); err != nil {
@@ -326,8 +342,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	}
 	var head []byte
 	if u.step != nil {
-		head = make([]byte, 0, len(linePrefix)+u.step.size()+1)
-		head = append(u.step.appendTo(append(head, linePrefix...)), '}')
+		head = headOf(u.step)
 	}
 	if u.ends() {
 		delete(r.chains, instanceID)
@@ -355,6 +370,76 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	}
 	ch.line.chain, ch.line.n = prev.chain, prev.n+1
 	return ch.line, head, nil
+}
+
+// headOf writes the head of an update of step: the line without the
+// partial message.
+func headOf(step *node) []byte {
+	head := make([]byte, 0, len(linePrefix)+step.size()+1)
+	return append(step.appendTo(append(head, linePrefix...)), '}')
+}
+
+// grow rebuilds a short entry whose one op appends the delta to a string
+// (the chunks of a text): the string grows as appendString grows it (in
+// place, past what its earlier versions read), and the update is the
+// chain's partial message with that string put in when the Line is
+// written. The nodes on the op's path are copied once per run of such
+// updates (settled), not once per update.
+func (r *Rebuilder) grow(ch *chain, seq uint64, step *node, ops []op) (*Line, []byte, error) {
+	u := update{step: step, partial: ch.u.partial}
+	leaf := node{raw: ch.text, open: true}
+	if ch.text == nil {
+		// The run begins: the checks of apply.
+		n := u.partial
+		for _, p := range ops[0].path {
+			if n.kind == 0 || p < 0 || p >= len(n.kids) {
+				return nil, nil, badEntry("path %v leaves the message", ops[0].path)
+			}
+			n = n.kids[p]
+		}
+		if !n.isString() {
+			return nil, nil, badEntry("op %c on a non-string at %v", opDelta, ops[0].path)
+		}
+		leaf, ch.stale = *n, n.size()
+	}
+	delta := u.delta()
+	if delta == nil {
+		return nil, nil, badEntry("op d without a delta in the step")
+	}
+	leaf.appendString(delta)
+	if size := u.size() + 2*(leaf.size()-ch.stale); size > r.max {
+		return nil, nil, fmt.Errorf("%w: %d bytes", ErrTooLarge, size)
+	}
+	prev := ch.line
+	ch.seq, ch.u, ch.text = seq, u, leaf.raw
+	ch.line = &Line{u: u, chain: prev.chain, n: prev.n + 1, step: step, ops: ops, text: leaf.raw}
+	return ch.line, headOf(step), nil
+}
+
+// settled returns the chain's partial message, with the string a run of
+// updates grew put in.
+func (r *Rebuilder) settled(ch *chain) *node {
+	if ch.text != nil {
+		ch.u.partial = withString(ch.u.partial, ch.ops[0].path, ch.text, &r.arena)
+		ch.text = nil
+	}
+	return ch.u.partial
+}
+
+// withString returns root with the open string text at path (which leads
+// to a string), the nodes on the path copied (from a's blocks; a nil a
+// allocates them).
+func withString(root *node, path []int, text []byte, a *arena) *node {
+	top := a.copy(root)
+	n := top
+	for _, p := range path {
+		n.raw = nil // its span is stale from here on
+		n.kids = a.clone(n.kids)
+		n.kids[p] = a.copy(n.kids[p])
+		n = n.kids[p]
+	}
+	n.raw, n.open = text, true
+	return top
 }
 
 // deltaOnly reads a short entry that is a delta alone, ["…"] (how the

@@ -7,16 +7,22 @@ import "slices"
 // not yet written read the earlier versions): taken from the Rebuilder's
 // arena, they are a share of a block each instead of an allocation each.
 
-// copy is n.copy() from a's blocks.
+// copy is n.copy() from a's blocks (a nil a allocates it).
 func (a *arena) copy(n *node) *node {
+	if a == nil {
+		return n.copy()
+	}
 	c := a.node(*n)
 	c.keys, c.kids = slices.Clip(c.keys), slices.Clip(c.kids)
 	return c
 }
 
-// clone returns a copy of kids from a's blocks, its capacity clipped as
-// carve's are.
+// clone returns a copy of kids from a's blocks (a nil a allocates it),
+// its capacity clipped as carve's are.
 func (a *arena) clone(kids []*node) []*node {
+	if a == nil {
+		return slices.Clip(slices.Clone(kids))
+	}
 	if len(a.ptrs)+len(kids) > cap(a.ptrs) {
 		a.ptrs = make([]*node, 0, max(blockSize(cap(a.ptrs)), len(kids)))
 	}

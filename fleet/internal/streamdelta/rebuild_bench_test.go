@@ -1,7 +1,6 @@
 package streamdelta
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,12 +9,13 @@ import (
 )
 
 // answerLines is the message_start … message_end of text streamed in
-// chunks of chunk characters, as pi writes a text answer whose usage does
-// not change while it streams (the fleet's scripted worker): every update
-// after the first text_delta is coded as a short entry of its delta alone.
+// chunks of chunk characters, written as JSON.stringify writes them, as
+// pi writes a text answer whose usage does not change while it streams
+// (the fleet's scripted worker): every update after the first text_delta
+// is coded as a short entry of its delta alone.
 func answerLines(text string, chunk int) [][]byte {
 	partial := func(s string) string {
-		q, _ := json.Marshal(s)
+		q := marshal(s)
 		return `{"role":"assistant","content":[{"type":"text","text":` + string(q) + `}],"api":"anthropic-messages","provider":"anthropic","model":"claude-x",` +
 			`"usage":{"input":12,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":12,"cost":{"input":0.0001,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.0001}},"stopReason":"stop","timestamp":1795979568094}`
 	}
@@ -27,10 +27,10 @@ func answerLines(text string, chunk int) [][]byte {
 	acc := ""
 	for _, c := range chunks(text, chunk) {
 		acc += c
-		piece, _ := json.Marshal(c)
+		piece := marshal(c)
 		lines = append(lines, update(`"type":"text_delta","contentIndex":0,"delta":`+string(piece), partial(acc)))
 	}
-	q, _ := json.Marshal(text)
+	q := marshal(text)
 	lines = append(lines, update(`"type":"text_end","contentIndex":0,"content":`+string(q), partial(text)))
 	return append(lines, []byte(`{"type":"message_end","message":`+partial(text)+`}`))
 }
