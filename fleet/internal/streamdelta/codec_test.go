@@ -376,3 +376,16 @@ func TestALongRunRefersOnlyToWhatTheServerHolds(t *testing.T) {
 		t.Errorf("the turn_end events refer to %v messages, want %v", refs, want)
 	}
 }
+
+// A text's first delta is the whole text so far: when it is long enough
+// to travel as a reference into the partial message, the step must still
+// carry it, since op d appends it (the server refused such an update and
+// closed the connection).
+func TestALongFirstDeltaIsNotAReference(t *testing.T) {
+	text := strings.Repeat("0123456789", 10)
+	for _, chunk := range []int{refMin, 64, 100} {
+		lines := answerLines(text, chunk)
+		got, _ := relay(t, lines, 3, nil)
+		checkSame(t, lines, got)
+	}
+}

@@ -212,11 +212,13 @@ func deltaEntry(u *update, ops []op) []byte {
 		out = appendOps(out, ops)
 		return append(out, "]}"...)
 	}
-	// Step values the partial holds as well go as references.
+	// Step values the partial holds as well go as references, but never
+	// the delta: op d appends it to the partial before references are
+	// resolved (and a text's first delta is the whole text).
 	var refs []byte
 	step := u.step
 	for i, v := range u.step.kids {
-		if len(v.raw) < refMin {
+		if len(v.raw) < refMin || bytes.Equal(u.step.keys[i], keyDelta) {
 			continue
 		}
 		path, ok := find(u.partial, v.raw, nil)
