@@ -15,6 +15,7 @@ type record struct {
 	seq      uint64
 	kind     recordKind
 	data     []byte      // recordLine
+	chunk    *chunk      // recordLine: what data is a slice of, if recycled
 	overlong int64       // recordOverlong: the dropped line's length
 	exit     *ExitStatus // recordExit
 }
@@ -107,6 +108,7 @@ func (b *backlog) len() int { return len(b.recs) - b.head }
 
 func (b *backlog) popFront() {
 	b.bytes -= b.recs[b.head].size()
+	b.recs[b.head].chunk.release()
 	b.recs[b.head] = record{} // let the data be collected
 	b.head++
 	// Compact once the dead prefix dominates, so memory follows the live part.

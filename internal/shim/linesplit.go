@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 )
 
 // lineReader splits a worker's stdout into lines the way pi's own reader
@@ -20,10 +22,19 @@ import (
 // written again where it holds a line handed out: when it is used up, the
 // unfinished line moves to a fresh chunk, and the old one is collected
 // once its lines are (acknowledged and dropped from the backlog).
+//
+// A reader with a chunkPool recycles its chunks instead: memory that the
+// collector freed and the runtime handed back to the kernel came back as
+// fresh pages, and the page faults of filling them were the largest part
+// of what reading a streamed answer cost the shim. Each line then holds a
+// reference to its chunk (retain), and the chunk goes back to the pool
+// once the reader and every line have let go of it.
 type lineReader struct {
-	r   io.Reader
-	max int
-	buf []byte // the chunk being read into
+	r    io.Reader
+	max  int
+	pool *chunkPool // nil: chunks are left to the collector
+	cur  *chunk     // with a pool: the chunk buf is, referenced by the reader
+	buf  []byte     // the chunk being read into
 	// buf[start:end] is read and not yet returned; buf[start:scan] holds
 	// no LF.
 	start, end, scan int
@@ -46,6 +57,13 @@ const (
 
 func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{r: r, max: max}
+}
+
+// newRecyclingLineReader is a lineReader that takes its chunks from pool
+// and returns them there; a caller that keeps a line must retain its
+// chunk.
+func newRecyclingLineReader(r io.Reader, max int, pool *chunkPool) *lineReader {
+	return &lineReader{r: r, max: max, pool: pool}
 }
 
 // next returns the next line or, for a line longer than max, a nil line
@@ -87,16 +105,40 @@ func (lr *lineReader) line(raw []byte) ([]byte, int64, error) {
 	return line[:len(line):len(line)], 0, nil
 }
 
+// retain returns the chunk holding the line next returned last, with a
+// reference the caller must release; nil for a reader without a pool.
+func (lr *lineReader) retain() *chunk {
+	if lr.cur == nil {
+		return nil
+	}
+	lr.cur.refs.Add(1)
+	return lr.cur
+}
+
+// fresh makes a chunk of size bytes the one being read into, holding rest
+// (what is left of the chunk before); it lets go of that chunk.
+func (lr *lineReader) fresh(size int, rest []byte) {
+	var next *chunk
+	var buf []byte
+	if lr.pool != nil {
+		next = lr.pool.get(size)
+		buf = next.buf
+	} else {
+		buf = make([]byte, size)
+	}
+	copy(buf, rest)
+	lr.cur.release()
+	lr.cur, lr.buf, lr.start, lr.end, lr.scan, lr.longest = next, buf, 0, len(rest), 0, 0
+}
+
 // fill reads more into buf, after moving the unfinished line to a fresh
 // chunk if buf has too little room left.
 func (lr *lineReader) fill() {
 	if len(lr.buf)-lr.end < minRead {
 		pending := lr.end - lr.start
-		size := max(readChunk, min(8*lr.longest, maxChunk), 2*pending+minRead)
-		fresh := make([]byte, size)
-		copy(fresh, lr.buf[lr.start:lr.end])
-		lr.scan -= lr.start
-		lr.buf, lr.start, lr.end, lr.longest = fresh, 0, pending, 0
+		scanned := lr.scan - lr.start
+		lr.fresh(max(readChunk, min(8*lr.longest, maxChunk), 2*pending+minRead), lr.buf[lr.start:lr.end])
+		lr.scan = scanned
 	}
 	n, err := lr.r.Read(lr.buf[lr.end:])
 	lr.end += n
@@ -133,10 +175,7 @@ func (lr *lineReader) discard() ([]byte, int64, error) {
 			// What follows the line starts the next one, in a chunk of its
 			// own (buf may hold lines handed out).
 			rest := lr.scratch[i+1 : n]
-			fresh := make([]byte, max(readChunk, len(rest)+minRead))
-			copy(fresh, rest)
-			lr.buf = fresh
-			lr.start, lr.end, lr.scan, lr.longest = 0, len(rest), 0, 0
+			lr.fresh(max(readChunk, len(rest)+minRead), rest)
 			lr.err = err
 			return nil, total - eolLen(last2, total), nil
 		}
@@ -166,4 +205,55 @@ func eolLen(last2 [2]byte, n int64) int64 {
 func trimEOL(b []byte) []byte {
 	b = bytes.TrimSuffix(b, []byte{'\n'})
 	return bytes.TrimSuffix(b, []byte{'\r'})
+}
+
+// chunk is a buffer stdout is read into, shared by the lines in it.
+type chunk struct {
+	buf  []byte
+	refs atomic.Int32 // the reader's and the lines' references
+	pool *chunkPool
+}
+
+// retain adds a reference; it does nothing on a nil chunk.
+func (c *chunk) retain() {
+	if c != nil {
+		c.refs.Add(1)
+	}
+}
+
+// release drops one reference; the last one returns c to its pool. It
+// does nothing on a nil chunk.
+func (c *chunk) release() {
+	if c != nil && c.refs.Add(-1) == 0 {
+		c.pool.put(c)
+	}
+}
+
+// chunkPool keeps chunks of readChunk bytes for reuse (the larger ones,
+// for long lines, are rare and left to the collector). A chunk is written
+// only by the reader that gets it, and only once every line in it was
+// released. The pool is a sync.Pool: what the stream needs at its peak
+// (the lines in flight to a slow agent) is kept while it is used, and let
+// go of after two collections without use.
+type chunkPool struct{ free sync.Pool }
+
+func newChunkPool() *chunkPool { return &chunkPool{} }
+
+// get returns a chunk of size bytes holding one reference (the reader's).
+func (p *chunkPool) get(size int) *chunk {
+	var c *chunk
+	if size == readChunk {
+		c, _ = p.free.Get().(*chunk)
+	}
+	if c == nil {
+		c = &chunk{buf: make([]byte, size), pool: p}
+	}
+	c.refs.Store(1)
+	return c
+}
+
+func (p *chunkPool) put(c *chunk) {
+	if len(c.buf) == readChunk {
+		p.free.Put(c)
+	}
 }

@@ -112,10 +112,97 @@ func FuzzLineReader(f *testing.F) {
 			r = &chunkReader{data: data, n: int(chunk)}
 		}
 		got := splitKept(t, r, int(max))
-		if want := referenceSplit(data, int(max)); !equalSplits(got, want) {
+		want := referenceSplit(data, int(max))
+		if !equalSplits(got, want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
+		r = bytes.NewReader(data)
+		if chunk > 0 {
+			r = &chunkReader{data: data, n: int(chunk)}
+		}
+		if got := splitRecycled(t, r, int(max), int(chunk)%5); !equalSplits(got, want) {
+			t.Fatalf("recycling: got %+v, want %+v", got, want)
+		}
 	})
+}
+
+// splitRecycled is splitAll with a recycling reader whose lines are each
+// retained and read, then released, lag lines later: a chunk reused while
+// a line in it was still retained shows as a difference.
+func splitRecycled(t testing.TB, r io.Reader, max, lag int) []splitResult {
+	type kept struct {
+		line     []byte
+		overlong int64
+		c        *chunk
+	}
+	lr := newRecyclingLineReader(r, max, newChunkPool())
+	var held []kept
+	var out []splitResult
+	let := func(k kept) {
+		out = append(out, splitResult{string(k.line), k.overlong})
+		k.c.release()
+	}
+	for {
+		line, overlong, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		var c *chunk
+		if overlong == 0 {
+			c = lr.retain()
+		}
+		held = append(held, kept{line, overlong, c})
+		if len(held) > lag {
+			let(held[0])
+			held = held[1:]
+		}
+	}
+	for _, k := range held {
+		let(k)
+	}
+	return out
+}
+
+// A recycling reader whose lines are released reads into the same few
+// chunks (their pages stay mapped) instead of a fresh one each time, and
+// never into one that holds a line still retained.
+func TestLineReaderRecyclesChunks(t *testing.T) {
+	line := append(bytes.Repeat([]byte("u"), 999), '\n')
+	data := bytes.Repeat(line, 2000) // 2 MB: 31 chunks of 64 KiB without reuse
+	lr := newRecyclingLineReader(bytes.NewReader(data), DefaultMaxLine, newChunkPool())
+	chunks := map[*chunk]bool{}
+	var held *chunk
+	for i := 0; ; i++ {
+		got, _, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, line[:999]) {
+			t.Fatalf("line %d is %.20q…", i, got)
+		}
+		c := lr.retain()
+		chunks[c] = true
+		if i == 10 {
+			held = c // retained throughout: its chunk must never be reused
+			continue
+		}
+		c.release()
+	}
+	if !bytes.Equal(held.buf[10*1000:11*1000-1], line[:999]) {
+		t.Fatal("a retained line's chunk was read into again")
+	}
+	// Without reuse it takes 31 chunks; with it, 2 or 3. A sync.Pool may
+	// drop what it holds at any time (a collection; a quarter of the puts
+	// under the race detector), hence the margin.
+	if len(chunks) > 20 {
+		t.Fatalf("read into %d chunks, want a few", len(chunks))
+	}
 }
 
 // splitKept is splitAll that keeps the lines as returned (slices of the

@@ -187,7 +187,7 @@ func (s *server) shutdown() {
 // readStdout turns the worker's stdout into line records.
 func (s *server) readStdout(done chan<- struct{}) {
 	defer close(done)
-	lr := newLineReader(s.w.stdout, s.cfg.MaxLine)
+	lr := newRecyclingLineReader(s.w.stdout, s.cfg.MaxLine, newChunkPool())
 	for {
 		line, overlong, err := lr.next()
 		if err != nil {
@@ -196,10 +196,12 @@ func (s *server) readStdout(done chan<- struct{}) {
 			}
 			return
 		}
-		rec := record{kind: recordLine, data: line}
+		var rec record
 		if overlong > 0 {
 			rec = record{kind: recordOverlong, overlong: overlong}
 			s.log.Warn().Int64("bytes", overlong).Msg("dropped an overlong stdout line")
+		} else {
+			rec = record{kind: recordLine, data: line, chunk: lr.retain()}
 		}
 		s.appendRecord(rec)
 	}
@@ -582,6 +584,10 @@ func (ss *session) writeLoop() {
 			if !ok || (ss.inflight > 0 && ss.inflight+rec.size() > s.cfg.Window) {
 				break
 			}
+			// The batch is sent without the lock: it keeps the chunks of
+			// its lines from being reused meanwhile (an ack or a drop may
+			// release them in the backlog).
+			rec.chunk.retain()
 			batch = append(batch, rec)
 			ss.sent = append(ss.sent, sentRec{rec.seq, rec.size()})
 			ss.inflight += rec.size()
@@ -592,13 +598,12 @@ func (ss *session) writeLoop() {
 		if hasGap {
 			s.log.Warn().Uint64("from", gap.From).Uint64("to", gap.To).Msg("stdout lines lost to buffer overflow")
 			if ss.out.write(frameGap, append(u64(gap.From), u64(gap.To)...), nil, len(batch) == 0) != nil {
+				releaseAll(batch)
 				return
 			}
 		}
-		for i, rec := range batch {
-			if ss.send(rec, i == len(batch)-1) != nil {
-				return
-			}
+		if ss.sendBatch(batch) != nil {
+			return
 		}
 		if !hasGap && len(batch) == 0 {
 			select {
@@ -607,6 +612,26 @@ func (ss *session) writeLoop() {
 				return
 			}
 		}
+	}
+}
+
+// sendBatch sends the batch, flushing after its last record, and lets go
+// of its chunks.
+func (ss *session) sendBatch(batch []record) error {
+	defer releaseAll(batch)
+	for i, rec := range batch {
+		if err := ss.send(rec, i == len(batch)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseAll lets go of the chunks of a batch that writeLoop retained.
+func releaseAll(batch []record) {
+	for i := range batch {
+		batch[i].chunk.release()
+		batch[i] = record{}
 	}
 }
 
