@@ -68,7 +68,8 @@ func newRecyclingLineReader(r io.Reader, max int, pool *chunkPool) *lineReader {
 
 // next returns the next line or, for a line longer than max, a nil line
 // and its length. It returns io.EOF after the last line. The line is the
-// caller's to keep, read-only (its capacity ends with it).
+// caller's to keep, read-only (its capacity ends with it); from a recycling
+// reader, only while the caller holds its chunk (retain).
 func (lr *lineReader) next() (line []byte, overlong int64, err error) {
 	for {
 		if i := bytes.IndexByte(lr.buf[lr.scan:lr.end], '\n'); i >= 0 {
