@@ -61,7 +61,7 @@ type Worker struct {
 	// The shim's window bounds it: a line is acknowledged to the shim only
 	// once its event was delivered.
 	qmu       sync.Mutex
-	queue     []item
+	queue     fifo
 	qkick     chan struct{}
 	events    chan Event
 	stopDeliv chan struct{}
@@ -103,15 +103,48 @@ type generation struct {
 	holdSeq uint64
 }
 
-// item is one entry of the delivery queue: an event to deliver and the
-// shim record to acknowledge after it (an event of nil only acknowledges).
+// item is one entry of the delivery queue: an event to deliver (unless
+// hasEv is false: the item only acknowledges) and the shim record to
+// acknowledge after it. The event is held by value: a pointer to it cost
+// an allocation per queued line.
 type item struct {
-	ev      *Event
+	ev      Event
+	hasEv   bool
 	g       *generation
 	shimSeq uint64
 	hold    bool // the ack of shimSeq may wait
 	runOpen bool
 	close   bool
+}
+
+// fifo is the delivery queue. It reuses its array from the start once
+// it runs empty (as it does whenever delivery keeps up), where a slice
+// popped from the front would be reallocated every few hundred lines.
+type fifo struct {
+	items []item // items[head:] are queued
+	head  int
+}
+
+func (q *fifo) len() int { return len(q.items) - q.head }
+
+func (q *fifo) push(it item) { q.items = append(q.items, it) }
+
+// pop removes the oldest item; the queue must not be empty.
+func (q *fifo) pop() item {
+	it := q.items[q.head]
+	q.items[q.head] = item{}
+	q.head++
+	switch {
+	case q.head == len(q.items):
+		q.items, q.head = q.items[:0], 0
+	case q.head > 1024 && q.head*2 > len(q.items):
+		// A queue that never runs empty: move the live part down, so
+		// that the array does not grow with everything ever queued.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	return it
 }
 
 // handler handles the response to one of the worker's own commands and
@@ -898,7 +931,7 @@ func (w *Worker) emitLocked(g *generation, shimSeq uint64, ev Event) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, item{ev: &ev, g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
+	w.queue.push(item{ev: ev, hasEv: true, g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -918,7 +951,7 @@ func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue = append(w.queue, item{g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
+	w.queue.push(item{g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -930,7 +963,7 @@ func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 // handoff to deliver, a goroutine wakeup per line on the round trip.
 // Caller holds qmu.
 func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64, hold bool) bool {
-	if len(w.queue) > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
+	if w.queue.len() > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
 		return false
 	}
 	if ev != nil && ev.Seq > w.skipTo {
@@ -993,7 +1026,7 @@ func (w *Worker) sendAck(g *generation, seq uint64) {
 
 func (w *Worker) closeQueueLocked() {
 	w.qmu.Lock()
-	w.queue = append(w.queue, item{close: true})
+	w.queue.push(item{close: true})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -1028,7 +1061,7 @@ func (w *Worker) deliver() {
 	for {
 		w.qmu.Lock()
 		w.delivBusy = false
-		if len(w.queue) == 0 {
+		if w.queue.len() == 0 {
 			w.qmu.Unlock()
 			w.flushAck(false)
 			select {
@@ -1038,21 +1071,19 @@ func (w *Worker) deliver() {
 				return
 			}
 		}
-		it := w.queue[0]
-		w.queue[0] = item{}
-		w.queue = w.queue[1:]
+		it := w.queue.pop()
 		w.delivBusy = true
 		w.qmu.Unlock()
 		if it.close {
 			return
 		}
-		if it.ev != nil && it.ev.Seq > w.skipTo {
+		if it.hasEv && it.ev.Seq > w.skipTo {
 			select {
-			case w.events <- *it.ev:
+			case w.events <- it.ev:
 			default:
 				w.flushAck(false) // the reader is behind: hold no more than heldAcks allows meanwhile
 				select {
-				case w.events <- *it.ev:
+				case w.events <- it.ev:
 				case <-w.stopDeliv:
 					return
 				}
