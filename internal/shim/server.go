@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -184,10 +185,25 @@ func (s *server) shutdown() {
 	s.log.Info().Msg("shim finished")
 }
 
+// relayConn is a descriptor the shim relays through: the worker's stdout,
+// an agent's socket.
+type relayConn interface {
+	syscall.Conn
+	io.ReadWriter
+}
+
+// relayIO is c, read and written through rawIO where that works.
+func relayIO(c relayConn) io.ReadWriter {
+	if r := newRawIO(c); r != nil {
+		return r
+	}
+	return c
+}
+
 // readStdout turns the worker's stdout into line records.
 func (s *server) readStdout(done chan<- struct{}) {
 	defer close(done)
-	lr := newRecyclingLineReader(s.w.stdout, s.cfg.MaxLine, newChunkPool())
+	lr := newRecyclingLineReader(relayIO(s.w.stdout), s.cfg.MaxLine, newChunkPool())
 	for {
 		line, overlong, err := lr.next()
 		if err != nil {
@@ -387,8 +403,9 @@ func (s *server) serveConn(conn *net.UnixConn) {
 		delete(s.conns, conn)
 		s.mu.Unlock()
 	}()
-	out := newFrameWriter(conn)
-	br := bufio.NewReaderSize(conn, 64<<10)
+	rw := relayIO(conn)
+	out := newFrameWriter(rw)
+	br := bufio.NewReaderSize(rw, 64<<10)
 	conn.SetReadDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	t, body, err := readFrame(br, maxControlFrame)
 	if err != nil {
