@@ -45,7 +45,10 @@ func TestCancelledStartLeavesNoWorker(t *testing.T) {
 		cancel()
 		r := <-res
 		if r.err == nil { // the shim was ready first: not the case under test
+			// Acknowledging the exit lets the shim finish now, not after
+			// its linger (a minute in the tests' config).
 			r.c.Stop(context.Background(), StopOptions{})
+			expectExit(t, r.c, cfg)
 			r.c.Close()
 			<-r.c.ShimExited()
 			continue
