@@ -328,7 +328,7 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	u.partial = r.settled(ch)
 	delta := u.delta()
 	for i := range ops {
-		if u.partial, err = ops[i].applyIn(u.partial, delta, &r.arena); err != nil {
+		if u.partial, err = ops[i].apply(u.partial, delta, &r.arena); err != nil {
 			return nil, nil, err
 		}
 	}

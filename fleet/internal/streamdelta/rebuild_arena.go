@@ -30,34 +30,3 @@ func (a *arena) clone(kids []*node) []*node {
 	a.ptrs = append(a.ptrs, kids...)
 	return a.ptrs[start:len(a.ptrs):len(a.ptrs)]
 }
-
-// applyIn is o.apply with the copies from a's blocks, for the ops that
-// append to a string (d and s: a text's updates are one such op each);
-// the other kinds are o.apply's.
-func (o *op) applyIn(root *node, delta []byte, a *arena) (*node, error) {
-	if o.kind != opDelta && o.kind != opString {
-		return o.apply(root, delta)
-	}
-	top := a.copy(root)
-	n := top
-	for _, p := range o.path {
-		if n.kind == 0 || p < 0 || p >= len(n.kids) {
-			return nil, badEntry("path %v leaves the message", o.path)
-		}
-		n.raw = nil // its span is stale from here on
-		n.kids = a.clone(n.kids)
-		n.kids[p] = a.copy(n.kids[p])
-		n = n.kids[p]
-	}
-	if !n.isString() {
-		return nil, badEntry("op %c on a non-string at %v", o.kind, o.path)
-	}
-	suffix := delta
-	if o.kind == opString {
-		suffix = o.val[1 : len(o.val)-1]
-	} else if delta == nil {
-		return nil, badEntry("op d without a delta in the step")
-	}
-	n.appendString(suffix)
-	return top, nil
-}

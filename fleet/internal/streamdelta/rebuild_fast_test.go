@@ -47,9 +47,9 @@ func FuzzDeltaOnly(f *testing.F) {
 	})
 }
 
-// applyIn must change a tree as apply does and, as apply, leave the tree
-// it was given reading as before.
-func TestApplyInIsApply(t *testing.T) {
+// apply with copies from an arena must change a tree as apply without one
+// does and, as it, leave the tree it was given reading as before.
+func TestApplyFromAnArenaIsApply(t *testing.T) {
 	root, err := parseTree([]byte(`{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":""}],"n":1,"s":"x"}`), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,20 +66,20 @@ func TestApplyInIsApply(t *testing.T) {
 	for _, delta := range [][]byte{[]byte(`c\n`), nil} {
 		for i := range ops {
 			a := new(arena)
-			want, wantErr := ops[i].apply(root, delta)
-			got, gotErr := ops[i].applyIn(root, delta, a)
+			want, wantErr := ops[i].apply(root, delta, nil)
+			got, gotErr := ops[i].apply(root, delta, a)
 			if (wantErr == nil) != (gotErr == nil) || wantErr != nil && wantErr.Error() != gotErr.Error() {
-				t.Fatalf("op %d, delta %q: apply's error %v, applyIn's %v", i, delta, wantErr, gotErr)
+				t.Fatalf("op %d, delta %q: apply's error %v, from an arena %v", i, delta, wantErr, gotErr)
 			}
 			if wantErr == nil {
 				if !sameTree(want, got) {
-					t.Fatalf("op %d: apply gives %s, applyIn %s", i, want.appendTo(nil), got.appendTo(nil))
+					t.Fatalf("op %d: apply gives %s, from an arena %s", i, want.appendTo(nil), got.appendTo(nil))
 				}
 				// Again on the result: the string is now open, appended in place.
-				want2, _ := ops[i].apply(want, []byte("d"))
-				got2, _ := ops[i].applyIn(got, []byte("d"), a)
+				want2, _ := ops[i].apply(want, []byte("d"), nil)
+				got2, _ := ops[i].apply(got, []byte("d"), a)
 				if string(want2.appendTo(nil)) != string(got2.appendTo(nil)) || string(want.appendTo(nil)) != string(got.appendTo(nil)) {
-					t.Fatalf("op %d twice: apply gives %s, applyIn %s", i, want2.appendTo(nil), got2.appendTo(nil))
+					t.Fatalf("op %d twice: apply gives %s, from an arena %s", i, want2.appendTo(nil), got2.appendTo(nil))
 				}
 			}
 			if s := string(root.appendTo(nil)); s != before {

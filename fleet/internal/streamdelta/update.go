@@ -189,10 +189,11 @@ func badEntry(format string, args ...any) error {
 
 // apply carries out o on the partial message root and returns the new
 // root. root's tree is left as it was (a Line not yet written reads it):
-// the nodes on o's path are copies, the rest is shared. The ops come from
-// the wire: every step is checked.
-func (o *op) apply(root *node, delta []byte) (*node, error) {
-	top := root.copy()
+// the nodes on o's path are copies, the rest is shared. The copies come
+// from a's blocks (a nil a allocates them: rebuild_arena.go). The ops come
+// from the wire: every step is checked.
+func (o *op) apply(root *node, delta []byte, a *arena) (*node, error) {
+	top := a.copy(root)
 	parent, at := (*node)(nil), -1
 	n := top
 	for _, p := range o.path {
@@ -200,8 +201,8 @@ func (o *op) apply(root *node, delta []byte) (*node, error) {
 			return nil, badEntry("path %v leaves the message", o.path)
 		}
 		n.raw = nil // its span is stale from here on
-		n.kids = slices.Clone(n.kids)
-		n.kids[p] = n.kids[p].copy()
+		n.kids = a.clone(n.kids)
+		n.kids[p] = a.copy(n.kids[p])
 		parent, at, n = n, p, n.kids[p]
 	}
 	switch o.kind {
