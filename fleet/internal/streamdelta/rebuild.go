@@ -430,14 +430,7 @@ func (r *Rebuilder) settled(ch *chain) *node {
 // to a string), the nodes on the path copied (from a's blocks; a nil a
 // allocates them).
 func withString(root *node, path []int, text []byte, a *arena) *node {
-	top := a.copy(root)
-	n := top
-	for _, p := range path {
-		n.raw = nil // its span is stale from here on
-		n.kids = a.clone(n.kids)
-		n.kids[p] = a.copy(n.kids[p])
-		n = n.kids[p]
-	}
+	top, _, _, n, _ := a.copyPath(root, path)
 	n.raw, n.open = text, true
 	return top
 }

@@ -30,3 +30,23 @@ func (a *arena) clone(kids []*node) []*node {
 	a.ptrs = append(a.ptrs, kids...)
 	return a.ptrs[start:len(a.ptrs):len(a.ptrs)]
 }
+
+// copyPath copies root and the nodes on path (from a's blocks; a nil a
+// allocates them), so that the node at path can be changed without
+// changing root's tree. It returns the copy of root, the node at path
+// and its parent (nil when path is empty) with its position there; ok is
+// false when path leaves the tree.
+func (a *arena) copyPath(root *node, path []int) (top, parent *node, at int, n *node, ok bool) {
+	top = a.copy(root)
+	n, at = top, -1
+	for _, p := range path {
+		if n.kind == 0 || p < 0 || p >= len(n.kids) {
+			return nil, nil, -1, nil, false
+		}
+		n.raw = nil // its span is stale from here on
+		n.kids = a.clone(n.kids)
+		n.kids[p] = a.copy(n.kids[p])
+		parent, at, n = n, p, n.kids[p]
+	}
+	return top, parent, at, n, true
+}

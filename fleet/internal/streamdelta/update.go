@@ -193,17 +193,9 @@ func badEntry(format string, args ...any) error {
 // from a's blocks (a nil a allocates them: rebuild_arena.go). The ops come
 // from the wire: every step is checked.
 func (o *op) apply(root *node, delta []byte, a *arena) (*node, error) {
-	top := a.copy(root)
-	parent, at := (*node)(nil), -1
-	n := top
-	for _, p := range o.path {
-		if n.kind == 0 || p < 0 || p >= len(n.kids) {
-			return nil, badEntry("path %v leaves the message", o.path)
-		}
-		n.raw = nil // its span is stale from here on
-		n.kids = a.clone(n.kids)
-		n.kids[p] = a.copy(n.kids[p])
-		parent, at, n = n, p, n.kids[p]
+	top, parent, at, n, ok := a.copyPath(root, o.path)
+	if !ok {
+		return nil, badEntry("path %v leaves the message", o.path)
 	}
 	switch o.kind {
 	case opSet:
