@@ -128,10 +128,12 @@ func TestBudgetTurnsAbortsWithinATurn(t *testing.T) {
 
 func TestBudgetMinutes(t *testing.T) {
 	spec := piSpec(t, pitest.Scripted, pitest.Options{})
-	spec.Budget = Budget{MaxMinutes: 0.001} // 60 ms
+	// 1.5 s: a quick run stays well within it even on a loaded machine
+	// under -race (with 60 ms, one in CI did not).
+	spec.Budget = Budget{MaxMinutes: 0.025}
 	w := start(t, spec)
 	s := newStream(t, w)
-	prompt(t, w, "p1", "delay: 2000\nsay: far too slow")
+	prompt(t, w, "p1", "delay: 60000\nsay: far too slow")
 	evs := s.until(settled)
 	got := evs[len(evs)-1].Settled
 	if !got.BudgetExceeded || got.BudgetReason != LimitMinutes || !got.Aborted {
