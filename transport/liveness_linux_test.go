@@ -2,20 +2,16 @@ package transport
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"example.com/pifleet/internal/testnet"
 )
 
 // readAhead stands for a wrapper that exposes its socket (the key
@@ -117,8 +113,8 @@ func TestWatchTCPOutlivesTheExpiry(t *testing.T) {
 // then (TCP alone would retry for many minutes). The server sits in a
 // network namespace of the test's own behind a veth pair.
 func TestWatchTCPNoticesAServerThatVanished(t *testing.T) {
-	ns, inner, nsIP := privateNetns(t)
-	ln := listenIn(t, ns, nsIP+":0")
+	ns := testnet.NewNamespace(t, 232)
+	ln := listenIn(t, ns, ns.IP+":0")
 	dial := func() (agentEnd, serverEnd net.Conn) {
 		t.Helper()
 		agentEnd, err := net.Dial("tcp", ln.Addr().String())
@@ -157,7 +153,7 @@ func TestWatchTCPNoticesAServerThatVanished(t *testing.T) {
 	heardWatched.wait(t, "the server of the watched connection")
 	heardUnwatched.wait(t, "the server of the unwatched connection")
 
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", inner, "down").CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "-n", ns.Name, "link", "set", ns.Link, "down").CombinedOutput(); err != nil {
 		t.Fatalf("cutting the server off: %v: %s", err, out)
 	}
 	cut := time.Now()
@@ -172,89 +168,17 @@ func TestWatchTCPNoticesAServerThatVanished(t *testing.T) {
 	}
 }
 
-// privateNetns makes a network namespace of the test's own, joined to the
-// host by a veth pair with the addresses of a /30 in 10.232.0.0/16, and
-// returns its name, the name of its veth end and its address. Removed at
-// cleanup (the namespace takes both veth ends along). Skipped where
-// namespaces cannot be made (not root, or no ip command).
-func privateNetns(t *testing.T) (ns, inner, nsIP string) {
+// listenIn listens on addr inside the namespace ns.
+func listenIn(t *testing.T, ns testnet.Namespace, addr string) net.Listener {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a network namespace")
+	var ln net.Listener
+	var err error
+	if nerr := ns.Do(func() { ln, err = net.Listen("tcp", addr) }); nerr != nil {
+		t.Fatal(nerr)
 	}
-	ip, err := exec.LookPath("ip")
 	if err != nil {
-		t.Skip("needs the ip command (iproute2) to make a network namespace")
+		t.Fatal(err)
 	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	tag := hex.EncodeToString(b[:])
-	host := "pth" + tag
-	inner, ns = "ptn"+tag, "pifleet-t-"+tag
-	third, fourth := int(b[0]), int(b[1])&^3 // a /30: .x+1 and .x+2
-	hostIP := fmt.Sprintf("10.232.%d.%d", third, fourth+1)
-	nsIP = fmt.Sprintf("10.232.%d.%d", third, fourth+2)
-	run := func(args ...string) error {
-		out, err := exec.Command(ip, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
-	if err := run("netns", "add", ns); err != nil {
-		t.Skipf("cannot make a network namespace here: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = run("link", "del", host) // gone already when the namespace took it along
-		if err := run("netns", "del", ns); err != nil {
-			t.Errorf("removing the test's namespace: %v", err)
-		}
-	})
-	for _, args := range [][]string{
-		{"link", "add", host, "type", "veth", "peer", "name", inner},
-		{"link", "set", inner, "netns", ns},
-		{"addr", "add", hostIP + "/30", "dev", host},
-		{"link", "set", host, "up"},
-		{"-n", ns, "addr", "add", nsIP + "/30", "dev", inner},
-		{"-n", ns, "link", "set", inner, "up"},
-		{"-n", ns, "link", "set", "lo", "up"},
-	} {
-		if err := run(args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ns, inner, nsIP
-}
-
-// listenIn listens on addr inside network namespace ns: the socket is
-// made on a thread that joined the namespace (a socket stays in the
-// namespace it was made in), which ends with its goroutine.
-func listenIn(t *testing.T, ns, addr string) net.Listener {
-	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
-		f, err := os.Open("/var/run/netns/" + ns)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		done <- result{ln, err}
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { r.ln.Close() })
-	return r.ln
+	t.Cleanup(func() { ln.Close() })
+	return ln
 }

@@ -1,5 +1,7 @@
-// Package testnet gives tests loopback addresses that nothing listens on
-// and that stay free until the test uses them.
+// Package testnet gives tests the network places they need: loopback
+// addresses that nothing listens on and that stay free until the test
+// uses them, and (on Linux, as root) network namespaces of their own,
+// joined to the host by a veth pair (NewNamespace).
 //
 // The usual way, listening on 127.0.0.1:0, noting the port and closing,
 // hands the test a port from the kernel's ephemeral range: the very range
