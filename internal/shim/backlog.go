@@ -1,5 +1,7 @@
 package shim
 
+import "example.com/pifleet/internal/fifo"
+
 // recordKind says what a stream record is.
 type recordKind uint8
 
@@ -32,8 +34,7 @@ func (r record) size() int { return len(r.data) + recordOverhead }
 // is not safe for concurrent use; the server guards it.
 type backlog struct {
 	limit        int
-	recs         []record // recs[head:] are kept, in seq order, contiguous
-	head         int
+	recs         fifo.Queue[record] // in seq order, contiguous
 	bytes        int
 	nextSeq      uint64
 	ackedThrough uint64
@@ -57,7 +58,7 @@ func (b *backlog) append(r record) uint64 {
 			b.dropped++
 		}
 	}
-	b.recs = append(b.recs, r)
+	b.recs.Push(r)
 	b.bytes += size
 	return r.seq
 }
@@ -71,7 +72,7 @@ func (b *backlog) ack(seq uint64) {
 		return
 	}
 	b.ackedThrough = seq
-	for b.len() > 0 && b.recs[b.head].seq <= seq {
+	for b.len() > 0 && b.recs.At(0).seq <= seq {
 		b.popFront()
 	}
 }
@@ -81,7 +82,7 @@ func (b *backlog) first() uint64 {
 	if b.len() == 0 {
 		return b.nextSeq
 	}
-	return b.recs[b.head].seq
+	return b.recs.At(0).seq
 }
 
 // get returns the record with that seq, if it is still kept.
@@ -90,7 +91,7 @@ func (b *backlog) get(seq uint64) (record, bool) {
 	if seq < first || seq >= b.nextSeq {
 		return record{}, false
 	}
-	return b.recs[b.head+int(seq-first)], true
+	return *b.recs.At(int(seq - first)), true
 }
 
 // missing returns the lost range a reader positioned at seq would skip:
@@ -104,18 +105,10 @@ func (b *backlog) missing(seq uint64) (gap GapError, ok bool) {
 	return GapError{From: from, To: to}, true
 }
 
-func (b *backlog) len() int { return len(b.recs) - b.head }
+func (b *backlog) len() int { return b.recs.Len() }
 
 func (b *backlog) popFront() {
-	b.bytes -= b.recs[b.head].size()
-	b.recs[b.head].chunk.release()
-	b.recs[b.head] = record{} // let the data be collected
-	b.head++
-	// Compact once the dead prefix dominates, so memory follows the live part.
-	if b.head > 1024 && b.head*2 > len(b.recs) {
-		n := copy(b.recs, b.recs[b.head:])
-		clear(b.recs[n:])
-		b.recs = b.recs[:n]
-		b.head = 0
-	}
+	r := b.recs.Pop()
+	b.bytes -= r.size()
+	r.chunk.release()
 }

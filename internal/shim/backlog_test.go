@@ -83,8 +83,8 @@ func TestBacklogCompacts(t *testing.T) {
 			b.ack(uint64(i - 100 + 1))
 		}
 	}
-	if len(b.recs) > 2*b.len()+1024 {
-		t.Errorf("dead prefix not compacted: %d slots for %d records", len(b.recs), b.len())
+	if b.recs.Slots() > 2*b.len()+1024 {
+		t.Errorf("dead prefix not compacted: %d slots for %d records", b.recs.Slots(), b.len())
 	}
 	for seq := b.first(); seq < b.nextSeq; seq++ {
 		r, ok := b.get(seq)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"example.com/pifleet/internal/fifo"
 )
 
 // Serve runs a shim in the calling process: it listens on cfg.Socket,
@@ -533,9 +535,9 @@ type session struct {
 	closeOnce sync.Once
 
 	// Guarded by s.mu.
-	cursor   uint64    // next seq to send
-	inflight int       // bytes sent and not yet acknowledged
-	sent     []sentRec // what inflight is made of, in seq order
+	cursor   uint64              // next seq to send
+	inflight int                 // bytes sent and not yet acknowledged
+	sent     fifo.Queue[sentRec] // what inflight is made of, in seq order
 }
 
 type sentRec struct {
@@ -567,12 +569,12 @@ func (ss *session) closeWith(t frameType) {
 
 // acked releases the window for records through seq. Caller holds s.mu.
 func (ss *session) acked(seq uint64) {
-	i := 0
-	for ; i < len(ss.sent) && ss.sent[i].seq <= seq; i++ {
-		ss.inflight -= ss.sent[i].size
+	released := false
+	for ss.sent.Len() > 0 && ss.sent.At(0).seq <= seq {
+		ss.inflight -= ss.sent.Pop().size
+		released = true
 	}
-	if i > 0 {
-		ss.sent = ss.sent[i:]
+	if released {
 		if ss.cursor < ss.s.backlog.nextSeq {
 			// Records wait that the window may have held back. (Without
 			// any, waking the writer would only put it back to sleep, at
@@ -606,7 +608,7 @@ func (ss *session) writeLoop() {
 			// release them in the backlog).
 			rec.chunk.retain()
 			batch = append(batch, rec)
-			ss.sent = append(ss.sent, sentRec{rec.seq, rec.size()})
+			ss.sent.Push(sentRec{rec.seq, rec.size()})
 			ss.inflight += rec.size()
 			ss.cursor++
 		}

@@ -367,33 +367,3 @@ func TestGenerationOf(t *testing.T) {
 		}
 	}
 }
-
-// The delivery queue hands items out in order whether it runs empty (and
-// reuses its array) or stays long (and moves its live part down).
-func TestFIFOKeepsOrder(t *testing.T) {
-	var q fifo
-	var pushed, popped uint64
-	peak := 0
-	for round := range 40 {
-		n := 1 + round*round*7 // some rounds leave the queue long
-		for range n {
-			pushed++
-			q.push(item{shimSeq: pushed})
-		}
-		peak = max(peak, q.len())
-		keep := round % 3 * 500 // and some leave it non-empty
-		for q.len() > keep {
-			popped++
-			if it := q.pop(); it.shimSeq != popped {
-				t.Fatalf("round %d: popped %d, want %d", round, it.shimSeq, popped)
-			}
-		}
-		if q.len() != int(pushed-popped) {
-			t.Fatalf("round %d: len %d, want %d", round, q.len(), pushed-popped)
-		}
-	}
-	// The array follows the longest the queue was, not all it ever held.
-	if cap(q.items) > 4*peak {
-		t.Fatalf("array of %d items for a queue at most %d long (%d pushed)", cap(q.items), peak, pushed)
-	}
-}

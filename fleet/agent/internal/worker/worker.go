@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"example.com/pifleet/internal/fifo"
 	"example.com/pifleet/internal/fsmkit"
 	"example.com/pifleet/internal/shim"
 	"example.com/pifleet/transport/pirpc"
@@ -61,7 +62,7 @@ type Worker struct {
 	// The shim's window bounds it: a line is acknowledged to the shim only
 	// once its event was delivered.
 	qmu       sync.Mutex
-	queue     fifo
+	queue     fifo.Queue[item]
 	qkick     chan struct{}
 	events    chan Event
 	stopDeliv chan struct{}
@@ -115,36 +116,6 @@ type item struct {
 	hold    bool // the ack of shimSeq may wait
 	runOpen bool
 	close   bool
-}
-
-// fifo is the delivery queue. It reuses its array from the start once
-// it runs empty (as it does whenever delivery keeps up), where a slice
-// popped from the front would be reallocated every few hundred lines.
-type fifo struct {
-	items []item // items[head:] are queued
-	head  int
-}
-
-func (q *fifo) len() int { return len(q.items) - q.head }
-
-func (q *fifo) push(it item) { q.items = append(q.items, it) }
-
-// pop removes the oldest item; the queue must not be empty.
-func (q *fifo) pop() item {
-	it := q.items[q.head]
-	q.items[q.head] = item{}
-	q.head++
-	switch {
-	case q.head == len(q.items):
-		q.items, q.head = q.items[:0], 0
-	case q.head > 1024 && q.head*2 > len(q.items):
-		// A queue that never runs empty: move the live part down, so
-		// that the array does not grow with everything ever queued.
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
-	return it
 }
 
 // handler handles the response to one of the worker's own commands and
@@ -931,7 +902,7 @@ func (w *Worker) emitLocked(g *generation, shimSeq uint64, ev Event) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue.push(item{ev: ev, hasEv: true, g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
+	w.queue.Push(item{ev: ev, hasEv: true, g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -951,7 +922,7 @@ func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 		w.qmu.Unlock()
 		return
 	}
-	w.queue.push(item{g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
+	w.queue.Push(item{g: g, shimSeq: shimSeq, hold: hold, runOpen: w.runOpen})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -963,7 +934,7 @@ func (w *Worker) ackLocked(g *generation, shimSeq uint64) {
 // handoff to deliver, a goroutine wakeup per line on the round trip.
 // Caller holds qmu.
 func (w *Worker) deliverNowLocked(ev *Event, g *generation, shimSeq uint64, hold bool) bool {
-	if w.queue.len() > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
+	if w.queue.Len() > 0 || w.delivBusy || w.delivClosed || (shimSeq != 0 && w.ackSeq != 0 && w.ackGen != g) {
 		return false
 	}
 	if ev != nil && ev.Seq > w.skipTo {
@@ -1026,7 +997,7 @@ func (w *Worker) sendAck(g *generation, seq uint64) {
 
 func (w *Worker) closeQueueLocked() {
 	w.qmu.Lock()
-	w.queue.push(item{close: true})
+	w.queue.Push(item{close: true})
 	w.qmu.Unlock()
 	kick(w.qkick)
 }
@@ -1061,7 +1032,7 @@ func (w *Worker) deliver() {
 	for {
 		w.qmu.Lock()
 		w.delivBusy = false
-		if w.queue.len() == 0 {
+		if w.queue.Len() == 0 {
 			w.qmu.Unlock()
 			w.flushAck(false)
 			select {
@@ -1071,7 +1042,7 @@ func (w *Worker) deliver() {
 				return
 			}
 		}
-		it := w.queue.pop()
+		it := w.queue.Pop()
 		w.delivBusy = true
 		w.qmu.Unlock()
 		if it.close {
