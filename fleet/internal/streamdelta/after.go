@@ -10,7 +10,7 @@ package streamdelta
 // control API's watch) sends, to a reader that got prev, this entry
 // instead of l's bytes: O(chunk) instead of O(message) per update.
 func (l *Line) DeltaAfter(prev *Line) (entry []byte, ok bool) {
-	if l == nil || prev == nil || l.chain == nil || prev.chain != l.chain || prev.n+1 != l.n {
+	if !l.follows(prev) {
 		return nil, false
 	}
 	if l.step != nil {

@@ -105,7 +105,7 @@ func (e *Encoder) Encode(seq uint64, line []byte) Coded {
 	c.base = prevSeq
 	c.delta = deltaEntry(u, ops)
 	if sameShape(prev, prevOps, u, ops) {
-		c.short = shortEntry(u, ops)
+		c.short = shortEntry(u.delta(), ops)
 	}
 	if c.links {
 		e.grow, _ = followGrowth(line, u, ops, c.delta)
@@ -271,10 +271,9 @@ func find(n *node, raw []byte, path []int) ([]int, bool) {
 	return nil, false
 }
 
-func shortEntry(cur *update, ops []op) []byte {
-	d := cur.delta()
-	out := make([]byte, 0, len(d)+4)
-	out = append(append(append(out, '['), '"'), d...)
+func shortEntry(delta []byte, ops []op) []byte {
+	out := make([]byte, 0, len(delta)+4)
+	out = append(append(append(out, '['), '"'), delta...)
 	out = append(out, '"')
 	for i := range ops {
 		if ops[i].valued() {

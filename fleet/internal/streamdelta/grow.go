@@ -32,23 +32,22 @@ type growth struct {
 // into entry, when the next update may repeat it with a new delta; ok is
 // false otherwise.
 func followGrowth(line []byte, u *update, ops []op, entry []byte) (g growth, ok bool) {
-	if len(ops) != 1 || ops[0].kind != opDelta || u.step == nil || u.delta() == nil {
+	delta := u.delta()
+	if len(ops) != 1 || ops[0].kind != opDelta || delta == nil {
 		return growth{}, false
 	}
 	// A step value as long as refMin may travel as a reference into the
 	// partial message: the parse decides that, not this shortcut.
-	di := slicesIndex(u.step.keys, keyDelta)
 	for _, v := range u.step.kids {
 		if len(v.raw) >= refMin {
 			return growth{}, false
 		}
 	}
-	dRaw := u.step.kids[di].raw
-	dOff, ok := offsetIn(line, dRaw)
+	d0, ok := offsetIn(line, delta) // op d appends a delta: it is not empty
 	if !ok {
 		return growth{}, false
 	}
-	g = growth{line: line, d0: dOff + 1, d1: dOff + len(dRaw) - 1}
+	g = growth{line: line, d0: d0, d1: d0 + len(delta)}
 	s := u.partial
 	for _, i := range ops[0].path {
 		if s.kind == 0 || i >= len(s.kids) {
@@ -110,9 +109,8 @@ func (g *growth) grown(line, delta []byte) (next growth, long, short []byte) {
 	n := g.d1 - g.d0
 	long = make([]byte, 0, len(g.entry)-n+len(delta))
 	long = append(append(append(long, g.entry[:g.e0]...), delta...), g.entry[g.e0+n:]...)
-	short = make([]byte, 0, len(delta)+4)
-	short = append(append(append(short, `["`...), delta...), `"]`...)
-	grow := len(delta) - n // the step's delta, before both copies of the string
+	short = shortEntry(delta, nil) // its one op, d, carries no value
+	grow := len(delta) - n         // the step's delta, before both copies of the string
 	next = growth{line: line, d0: g.d0, d1: g.d0 + len(delta), entry: long, e0: g.e0}
 	next.t1 = g.t1 + grow + len(delta)
 	next.t2 = g.t2 + grow + 2*len(delta)

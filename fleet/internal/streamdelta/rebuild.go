@@ -133,7 +133,7 @@ func (l *Line) Bytes() []byte {
 // false for any other pair of lines (l was then rebuilt otherwise, or
 // prev is not the line l was coded against).
 func (l *Line) StepAfter(prev *Line) (delta []byte, ok bool) {
-	if l == nil || prev == nil || l.step == nil || l.chain == nil || prev.chain != l.chain || prev.n+1 != l.n {
+	if !l.follows(prev) || l.step == nil {
 		return nil, false
 	}
 	di := -1
@@ -152,6 +152,12 @@ func (l *Line) StepAfter(prev *Line) (delta []byte, ok bool) {
 		return nil, false
 	}
 	return l.step.kids[di].raw, true
+}
+
+// follows reports whether l was coded against prev: the line before it in
+// its chain.
+func (l *Line) follows(prev *Line) bool {
+	return l != nil && prev != nil && l.chain != nil && prev.chain == l.chain && prev.n+1 == l.n
 }
 
 // wholeSeq reads a seq in a reference: digits only, at most 2^53.
