@@ -1,9 +1,6 @@
 package fleet
 
 import (
-	"bytes"
-	"unicode/utf8"
-
 	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/transport"
 	"example.com/pifleet/transport/pirpc"
@@ -89,19 +86,18 @@ func (e *rebuiltEvent) parseHead(head []byte) bool {
 
 // stepAfter sets e's record to last's with the delta of e's step, when
 // that is the only change (streamdelta.Line.StepAfter) and a plain string
-// (no escapes, valid UTF-8: its bytes are its value, as pirpc decodes
-// it); it reports whether it did.
+// (pirpc.PlainString); it reports whether it did.
 func (e *rebuiltEvent) stepAfter(last lastStep, head []byte) bool {
 	delta, ok := e.line.StepAfter(last.line)
 	if !ok || last.rec.Event == nil || last.rec.Event.Update == nil || last.rec.Event.DecodeErr != nil {
 		return false
 	}
-	body := delta[1 : len(delta)-1]
-	if bytes.IndexByte(body, '\\') >= 0 || !utf8.Valid(body) {
+	text, ok := pirpc.PlainString(delta)
+	if !ok {
 		return false
 	}
 	e.event, e.step = *last.rec.Event, *last.rec.Event.Update
-	e.step.Delta = string(body)
+	e.step.Delta = text
 	e.event.Update = &e.step
 	e.rec = pirpc.Record{Raw: head, Event: &e.event}
 	return true
