@@ -74,13 +74,20 @@ func (a *arena) keyList(from int) [][]byte { return carve(&a.keys, &a.keyStack, 
 // appending to it copies instead of writing over a neighbour's.
 func carve[T any](block, stack *[]T, from int) []T {
 	src := (*stack)[from:]
+	out := blockCopy(block, src)
+	clear(src) // the stack lets go of what it held
+	*stack = (*stack)[:from]
+	return out
+}
+
+// blockCopy appends a copy of src to *block, a new block when it is full,
+// and returns the copy with its capacity clipped.
+func blockCopy[T any](block *[]T, src []T) []T {
 	if len(*block)+len(src) > cap(*block) {
 		*block = make([]T, 0, max(blockSize(cap(*block)), len(src)))
 	}
 	start := len(*block)
 	*block = append(*block, src...)
-	clear(src) // the stack lets go of what it held
-	*stack = (*stack)[:from]
 	return (*block)[start:len(*block):len(*block)]
 }
 

@@ -23,12 +23,7 @@ func (a *arena) clone(kids []*node) []*node {
 	if a == nil {
 		return slices.Clip(slices.Clone(kids))
 	}
-	if len(a.ptrs)+len(kids) > cap(a.ptrs) {
-		a.ptrs = make([]*node, 0, max(blockSize(cap(a.ptrs)), len(kids)))
-	}
-	start := len(a.ptrs)
-	a.ptrs = append(a.ptrs, kids...)
-	return a.ptrs[start:len(a.ptrs):len(a.ptrs)]
+	return blockCopy(&a.ptrs, kids)
 }
 
 // copyPath copies root and the nodes on path (from a's blocks; a nil a
