@@ -109,10 +109,7 @@ func (lr *lineReader) line(raw []byte) ([]byte, int64, error) {
 // retain returns the chunk holding the line next returned last, with a
 // reference the caller must release; nil for a reader without a pool.
 func (lr *lineReader) retain() *chunk {
-	if lr.cur == nil {
-		return nil
-	}
-	lr.cur.refs.Add(1)
+	lr.cur.retain()
 	return lr.cur
 }
 
