@@ -182,3 +182,45 @@ func FuzzGrowthCodesAsTheParse(f *testing.F) {
 		codeBothWays(t, lines)
 	})
 }
+
+// AC: GrowthOf, for a reader that keeps no tree of the last line (the
+// agent's worker), finds from two lines the growth the encoder follows,
+// and refuses a step that could be read as naming its delta twice.
+func TestGrowthOfFindsTheEncodersGrowth(t *testing.T) {
+	streams := map[string][][]byte{
+		"plain":       growingText(strings.Repeat("0123456789abcdef", 8), 1, nil),
+		"escapes":     growingText(answer(300), 5, nil),
+		"scripted":    scriptedStream(),
+		"recorded pi": recordedPi(t),
+	}
+	for name, lines := range streams {
+		t.Run(name, func(t *testing.T) {
+			var enc Encoder
+			found := 0
+			for i, l := range lines {
+				enc.Encode(uint64(i+1), l)
+				if enc.grow.line == nil || i == 0 {
+					continue
+				}
+				g, ok := GrowthOf(lines[i-1], l)
+				if !ok || !cmp.Equal(g, enc.grow.Growth, cmp.AllowUnexported(Growth{})) {
+					t.Fatalf("line %d: GrowthOf = %+v, %v; the encoder follows %+v", i, g, ok, enc.grow.Growth)
+				}
+				found++
+			}
+			if found == 0 {
+				t.Error("the encoder followed no growth")
+			}
+		})
+	}
+	lines := growingText("hello, world", 3, nil)
+	if _, ok := GrowthOf(lines[1], lines[2]); !ok {
+		t.Fatal("no growth from the first delta to the second")
+	}
+	for _, twice := range []string{`"Delta":"x",`, `"DELTA":"x",`, `"delt\u0061":"x",`, `"delta":"x",`} {
+		l := bytes.Replace(lines[2], []byte(`"delta":`), []byte(twice+`"delta":`), 1)
+		if g, ok := GrowthOf(lines[1], l); ok {
+			t.Errorf("a step with %s: GrowthOf = %+v", twice, g)
+		}
+	}
+}
