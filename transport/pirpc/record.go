@@ -435,6 +435,33 @@ func parseUpdateLine(raw []byte) (Record, bool) {
 	return Record{Raw: raw, Event: &Event{Type: EventMessageUpdate, Update: u}}, true
 }
 
+// WithDelta returns the record of raw, a message_update line that is r's
+// line with only the value of its step's delta changed, to delta (a JSON
+// string, quotes included): r's record with Raw and the delta replaced,
+// the delta decoded as the parse decodes it. This is what ParseRecord
+// gives for raw, without reading the rest of it again, provided the
+// caller knows raw to be such a line (streamdelta.Growth tells) and that
+// no other member of the step can be read as its delta. ok is false when
+// r is not a message_update whose step decoded, or delta is not a string.
+func (r Record) WithDelta(raw, delta []byte) (Record, bool) {
+	e := r.Event
+	if e == nil || e.Type != EventMessageUpdate || e.Update == nil || e.DecodeErr != nil || len(delta) < 2 || delta[0] != '"' {
+		return Record{}, false
+	}
+	text, ok := decodeString(delta)
+	if !ok {
+		return Record{}, false
+	}
+	// The event and its step, in one allocation.
+	s := &struct {
+		ev   Event
+		step AssistantMessageEvent
+	}{ev: *e, step: *e.Update}
+	s.step.Delta = text
+	s.ev.Update = &s.step
+	return Record{Raw: raw, Event: &s.ev}, true
+}
+
 // parseStd is ParseRecord with encoding/json alone: the fallback, and the
 // reference the fast path is tested against.
 func parseStd(raw []byte) (Record, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -239,4 +240,38 @@ func FuzzParseRecord(f *testing.F) {
 			tally.Observe(rec.Event)
 		}
 	})
+}
+
+// AC: WithDelta gives for a message_update with another delta what
+// ParseRecord gives, escapes and invalid UTF-8 decoded as the parse does,
+// and refuses records without a step and deltas that are no string.
+func TestWithDeltaReadsAsTheParse(t *testing.T) {
+	const line = `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":2,"delta":%s,"partial":{}},"message":{}}`
+	prev, err := ParseRecord([]byte(strings.Replace(line, "%s", `"a"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, delta := range []string{`"b"`, `"é🚀"`, `"\n\"\\\u00e9\ud83d\ude80"`, "\"\xff\xed\xa0\xbd\"", `"\ud800"`} {
+		raw := []byte(strings.Replace(line, "%s", delta, 1))
+		want, err := ParseRecord(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := prev.WithDelta(raw, []byte(delta))
+		if !ok || !cmp.Equal(got, want) {
+			t.Errorf("delta %s: WithDelta = %+v, %v; ParseRecord %+v", delta, got.Event.Update, ok, want.Event.Update)
+		}
+	}
+	for _, delta := range []string{`1`, `"\x"`, `"`, ``} {
+		if _, ok := prev.WithDelta(nil, []byte(delta)); ok {
+			t.Errorf("delta %q taken", delta)
+		}
+	}
+	resp, _ := ParseRecord([]byte(`{"type":"response","command":"prompt","success":true}`))
+	start, _ := ParseRecord([]byte(`{"type":"agent_start"}`))
+	for _, r := range []Record{resp, start, {}} {
+		if _, ok := r.WithDelta(nil, []byte(`"b"`)); ok {
+			t.Errorf("%+v: WithDelta of a record with no step", r)
+		}
+	}
 }
