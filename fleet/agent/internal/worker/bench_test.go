@@ -4,6 +4,7 @@ package worker
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"example.com/pifleet/internal/pitest"
@@ -77,4 +78,45 @@ func BenchmarkPromptSettle(b *testing.B) {
 		b.Fatal(err)
 	}
 	<-w.Done()
+}
+
+// BenchmarkUpdateLine reads one message_update line, the last one with
+// one more character of text, of 1 KB and of 20 KB: "parse" is
+// pirpc.ParseRecord, "grown" the worker's lineParser, which compares it
+// with the last line instead.
+func BenchmarkUpdateLine(b *testing.B) {
+	for _, size := range []int{1_000, 20_000} {
+		n := (size - 400) / 2                                                          // the text, twice, and the rest of the line
+		lines := textStream(strings.Repeat("0123456789abcdef", size/16)[:n], n-1, nil) // start, two deltas, end
+		var primed lineParser
+		for _, l := range lines[:2] {
+			if _, err := primed.parse(l); err != nil {
+				b.Fatal(err)
+			}
+		}
+		line := lines[2]
+		if !primed.growing {
+			b.Fatal("the second delta does not grow the first")
+		}
+		name := strconv.Itoa(size/1000) + "KB"
+		b.Run("parse/"+name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := pirpc.ParseRecord(line); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("grown/"+name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				p := primed
+				if _, err := p.parse(line); err != nil || !p.growing {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

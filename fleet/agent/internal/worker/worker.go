@@ -54,6 +54,7 @@ type Worker struct {
 	pin        *pinnedModel
 	ring       *ring
 	stderrTail string
+	lines      lineParser // the worker's stdout
 	restarting bool
 	detached   bool
 	finished   bool
@@ -490,7 +491,7 @@ func (w *Worker) onLine(g *generation, ev shim.Event, hold bool) {
 		w.ackLocked(g, ev.Seq)
 		return
 	}
-	rec, err := pirpc.ParseRecord(ev.Data)
+	rec, err := w.lines.parse(ev.Data)
 	if err != nil {
 		w.log.Warn().Err(err).Msg("dropped a worker line that is not a pi record")
 		w.ackLocked(g, ev.Seq)
