@@ -141,6 +141,15 @@ type Config struct {
 	// server still expects the agent's heartbeats and expires the
 	// connection without them, as before (docs/protocol.md).
 	NoTCPLiveness bool
+	// EveryUpdate has pifleet agents send each streamed update of a
+	// worker's answer: the server's hello does not announce
+	// event-coalesce. Without it, the updates of a text that an agent
+	// gathers for one frame (at most 10 ms of them) reach the server as
+	// one: the last, its delta the gathered deltas joined, so a listener
+	// that appends every delta still has the whole text, and the server
+	// handles one update per frame instead of one per chunk
+	// (docs/protocol.md).
+	EveryUpdate bool
 	// Dialer decides when agents are dialled. The default is the dialer's
 	// with the reconnect schedule: MinRetryInterval 1 s, MaxRetryInterval
 	// 30 s, factor 2, and DialDelay 0, so a fleet dials its agents at once.
@@ -234,6 +243,10 @@ func WithConnOptions(o transport.Options) Option { return func(c *Config) { c.Co
 // WithNoTCPLiveness sets Config.NoTCPLiveness: heartbeats to every agent,
 // as a TypeScript server sends them.
 func WithNoTCPLiveness() Option { return func(c *Config) { c.NoTCPLiveness = true } }
+
+// WithEveryUpdate sets Config.EveryUpdate: every streamed update of a
+// worker's answer reaches the server, none joined.
+func WithEveryUpdate() Option { return func(c *Config) { c.EveryUpdate = true } }
 
 // WithDialer sets Config.Dialer, the schedule agents are dialled on.
 func WithDialer(d dialer.Config) Option { return func(c *Config) { c.Dialer = d } }

@@ -51,10 +51,15 @@ func (f *Fleet) greet(c *transport.Conn, agentHello *transport.HelloFrame, dir a
 }
 
 // capabilities is what the server's hello announces: serverCapabilities,
-// and tcp-liveness unless Config.NoTCPLiveness.
+// event-coalesce unless Config.EveryUpdate, and tcp-liveness unless
+// Config.NoTCPLiveness.
 func (f *Fleet) capabilities() []string {
-	if f.cfg.NoTCPLiveness {
-		return serverCapabilities
+	caps := slices.Clip(serverCapabilities)
+	if !f.cfg.EveryUpdate {
+		caps = append(caps, transport.CapabilityEventCoalesce)
 	}
-	return append(slices.Clip(serverCapabilities), transport.CapabilityTCPLiveness)
+	if !f.cfg.NoTCPLiveness {
+		caps = append(caps, transport.CapabilityTCPLiveness)
+	}
+	return caps
 }

@@ -26,8 +26,10 @@ import (
 var answerSizes = []int{2_000, 20_000, 200_000}
 
 // streamModes: "whole" is every event as pi wrote it (a TypeScript
-// server, or an agent with NoEventDelta); "delta" is event_delta.
-var streamModes = []string{"whole", "delta"}
+// server, or an agent with NoEventDelta); "delta" is event_delta with
+// every update (a server with WithEveryUpdate); "joined" is event_delta
+// with the chunks of a text that wait in one frame joined (the default).
+var streamModes = []string{"whole", "delta", "joined"}
 
 // answerText is an answer of n characters.
 func answerText(n int) string { return strings.Repeat("0123456789abcdef", n/16+1)[:n] }
@@ -42,7 +44,7 @@ func answerText(n int) string { return strings.Repeat("0123456789abcdef", n/16+1
 func BenchmarkStreamedAnswer(b *testing.B) {
 	for _, mode := range streamModes {
 		for _, size := range answerSizes {
-			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", size, 16) })
+			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchStreamedAnswer(b, mode, size, 16) })
 		}
 	}
 }
@@ -53,17 +55,17 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 // same stack as BenchmarkStreamedAnswer.
 func BenchmarkSmallUpdates(b *testing.B) {
 	for _, mode := range streamModes {
-		b.Run(mode, func(b *testing.B) { benchStreamedAnswer(b, mode == "whole", 1000, 1) })
+		b.Run(mode, func(b *testing.B) { benchStreamedAnswer(b, mode, 1000, 1) })
 	}
 }
 
-func benchStreamedAnswer(b *testing.B, whole bool, size, chunk int) {
+func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 	defer fleet.SetLockCheck(fleet.SetLockCheck(false)) // the tests' lock check reads the stack at every Lock
 	reg := b.TempDir()
 	publish(b, reg, "plain", `{}`)
 	addr, ps := startAgentWith(b, pitest.Scripted, reg, func(c *agent.Config) {
 		c.BehindProxy = true
-		c.NoEventDelta = whole
+		c.NoEventDelta = mode == "whole"
 		c.PeerQueueBytes = 1 << 30 // the whole stream of a 200 KB answer is GBs: measure it, do not drop it
 		c.Env = append(c.Env, "PIFLEET_FAUX_CHUNK="+strconv.Itoa(chunk))
 	})
@@ -72,7 +74,11 @@ func benchStreamedAnswer(b *testing.B, whole bool, size, chunk int) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = proxy.Close() })
-	tf := startFleet(b, b.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{proxy.Addr()}}})
+	var fleetOpts []fleet.Option
+	if mode == "delta" {
+		fleetOpts = append(fleetOpts, fleet.WithEveryUpdate())
+	}
+	tf := startFleet(b, b.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{proxy.Addr()}}}, fleetOpts...)
 	tf.waitAgent(b, "worker-01", transport.StateEstablished)
 	inst, err := tf.Spawn(b.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"})
 	if err != nil {
@@ -109,13 +115,17 @@ func benchStreamedAnswer(b *testing.B, whole bool, size, chunk int) {
 	b.ReportMetric(float64(wire)/n, "wire-B/op")
 	b.ReportMetric(float64(wire)/n/float64(size), "wire/char")
 	b.ReportMetric(float64(updates)/took.Seconds(), "updates/s")
+	// The worker writes an update per chunk, and one to start and one to
+	// end the text: what the stack carried a second, joined or not.
+	worker := (size+chunk-1)/chunk + 2
+	b.ReportMetric(float64(worker)*n/took.Seconds(), "worker-updates/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/n, "cpu-ms/op")
 	b.ReportMetric(float64(shimCPU.Microseconds())/1000/n, "shim-cpu-ms/op")
 	b.ReportMetric(float64(workerCPU.Microseconds())/1000/n, "worker-cpu-ms/op")
 	// What pifleet's own parts (this process and the shim) carry per
 	// second of CPU, apart from what the worker takes to write them.
 	if stack := cpu + shimCPU; stack > 0 {
-		b.ReportMetric(float64(updates)/stack.Seconds(), "stack-updates/cpu-s")
+		b.ReportMetric(float64(worker)*n/stack.Seconds(), "stack-updates/cpu-s")
 	}
 	if err := inst.Stop(b.Context()); err != nil {
 		b.Fatal(err)
@@ -190,7 +200,7 @@ func BenchmarkServerStreamCPU(b *testing.B) {
 	defer fleet.SetLockCheck(fleet.SetLockCheck(false)) // the tests' lock check reads the stack at every Lock
 	for _, mode := range streamModes {
 		for _, size := range answerSizes {
-			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchServerStream(b, mode == "whole", size) })
+			b.Run(fmt.Sprintf("%s/%dKB", mode, size/1000), func(b *testing.B) { benchServerStream(b, mode, size) })
 		}
 	}
 }
@@ -219,11 +229,14 @@ func scriptedLines(text string, chunk int) [][]byte {
 
 // streamFrames codes lines as an agent does for a whole or a delta
 // server, seqs from first.
-func streamFrames(id string, lines [][]byte, first uint64, whole bool) []transport.Frame {
+func streamFrames(id string, lines [][]byte, first uint64, mode string) []transport.Frame {
 	var out []transport.Frame
 	var enc streamdelta.Encoder
 	var ch streamdelta.Chain
-	batch := streamdelta.NewBatch(id)
+	whole, batch := mode == "whole", streamdelta.NewBatch(id)
+	if mode == "joined" {
+		batch = streamdelta.NewCoalescingBatch(id)
+	}
 	for i, l := range lines {
 		seq := first + uint64(i)
 		var head struct{ Type string }
@@ -243,7 +256,7 @@ func streamFrames(id string, lines [][]byte, first uint64, whole bool) []transpo
 	return out
 }
 
-func benchServerStream(b *testing.B, whole bool, size int) {
+func benchServerStream(b *testing.B, mode string, size int) {
 	peer := newTestAgentPeer(b, "box", true)
 	tf := newTestFleet(b, peer)
 	inst := spawn(b, tf, "box")
@@ -252,7 +265,7 @@ func benchServerStream(b *testing.B, whole bool, size int) {
 	c := peer.conn()
 	// The frames' encoding, which the peer pays in this process, measured
 	// once apart.
-	frames := streamFrames(inst.ID(), lines, 1<<20, whole)
+	frames := streamFrames(inst.ID(), lines, 1<<20, mode)
 	c0 := cpuTime()
 	var wire int
 	for _, f := range frames {
@@ -281,7 +294,7 @@ func benchServerStream(b *testing.B, whole bool, size int) {
 	var cpu time.Duration
 	next := uint64(1 << 20)
 	for b.Loop() {
-		frames := streamFrames(inst.ID(), lines, next, whole) // fresh seqs: the server drops seqs it saw
+		frames := streamFrames(inst.ID(), lines, next, mode) // fresh seqs: the server drops seqs it saw
 		next += uint64(len(lines))
 		c0 := cpuTime()
 		for _, f := range frames {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"example.com/pifleet/fleet"
+	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
 )
 
@@ -30,7 +32,7 @@ func TestServerRebuildsStreamedOutput(t *testing.T) {
 	lines = append(lines, []byte(`{"type":"turn_end","message":`+msg+`,"toolResults":[]}`), []byte(`{"type":"agent_end","messages":[`+msg+`]}`))
 	c := peer.conn()
 	refs := 0
-	for _, f := range streamFrames(inst.ID(), lines, 1000, false) {
+	for _, f := range streamFrames(inst.ID(), lines, 1000, "delta") {
 		d, ok := f.(*transport.EventDeltaFrame)
 		if !ok {
 			t.Fatalf("the agent's coding sent a %s", f.FrameType())
@@ -115,5 +117,88 @@ func sendRefused(t *testing.T, tf *testFleet, c *transport.Conn, fr *transport.E
 		if ch.Kind == fleet.ChangeEvent && strings.Contains(string(ch.WorkerEvent.Raw()), marker) {
 			t.Fatalf("an event the server could not rebuild was delivered: %s", ch.WorkerEvent.Raw())
 		}
+	}
+}
+
+// A streamed answer through a real agent and worker: by default the
+// updates of a text that the agent gathers into one frame reach the
+// server as one, whose delta is theirs joined, so a listener appending
+// deltas has the whole text and every update's partial message is the
+// text so far; with WithEveryUpdate the server gets each of the worker's
+// updates. Neither loses the connection on the way (a frame the server
+// could not rebuild would close it, and the events would come again
+// whole).
+func TestJoinedUpdatesCarryTheWholeText(t *testing.T) {
+	const size = 3000
+	text := answerText(size)
+	for _, every := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every=%v", every), func(t *testing.T) {
+			reg := t.TempDir()
+			publish(t, reg, "plain", `{}`)
+			addr, ps := startAgentWith(t, pitest.Scripted, reg, func(c *agent.Config) {
+				c.Env = append(c.Env, "PIFLEET_FAUX_CHUNK=1")
+			})
+			var opts []fleet.Option
+			if every {
+				opts = append(opts, fleet.WithEveryUpdate())
+			}
+			tf := startFleet(t, t.TempDir(), reg, []fleet.Agent{{Name: "worker-01", Addresses: []string{addr}}}, opts...)
+			tf.waitAgent(t, "worker-01", transport.StateEstablished)
+			inst, err := tf.Spawn(t.Context(), fleet.SpawnOptions{Agent: "worker-01", Cwd: ps.Dir, Bundle: "plain"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drainChanges(tf.sub)
+			var (
+				deltas  strings.Builder
+				updates int
+			)
+			got, err := inst.Prompt(t.Context(), "say: "+text, fleet.PromptOptions{OnEvent: func(ev fleet.Event) {
+				if ev.Type != "message_update" {
+					return
+				}
+				var u struct {
+					Step struct {
+						Type, Delta string
+						Partial     struct {
+							Content []struct{ Text string }
+						}
+					} `json:"assistantMessageEvent"`
+				}
+				if err := json.Unmarshal(ev.Raw(), &u); err != nil {
+					t.Errorf("update: %v", err)
+					return
+				}
+				if u.Step.Type != "text_delta" {
+					return
+				}
+				updates++
+				deltas.WriteString(u.Step.Delta)
+				if c := u.Step.Partial.Content; len(c) != 1 || c[0].Text != deltas.String() {
+					t.Errorf("after %d characters of deltas the partial message holds %+v", deltas.Len(), c)
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != text || deltas.String() != text {
+				t.Fatalf("answer of %d characters, deltas of %d; want %d", len(got), deltas.Len(), size)
+			}
+			switch {
+			case every && updates != size:
+				t.Errorf("%d text updates with WithEveryUpdate; the worker streamed %d", updates, size)
+			case !every && updates >= size:
+				t.Errorf("%d text updates: none joined", updates)
+			}
+			t.Logf("%d text updates for %d chunks", updates, size)
+			for _, ch := range drainChanges(tf.sub) {
+				if ch.Kind == fleet.ChangeAgentState {
+					t.Errorf("the connection changed state during the answer: %s → %s", ch.From, ch.To)
+				}
+			}
+			if err := inst.Stop(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

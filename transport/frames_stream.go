@@ -17,6 +17,13 @@ const CapabilityEventDelta = "event-delta"
 // events whole.
 const CapabilityEventRefs = "event-refs"
 
+// CapabilityEventCoalesce, in a server's hello beside CapabilityEventDelta,
+// says it takes a run of streamed updates joined into one: an agent then
+// sends the updates of a text that wait in one event_delta frame together
+// as one update, the last, whose delta is theirs joined and which takes
+// their seqs (docs/protocol.md). A server without it gets every update.
+const CapabilityEventCoalesce = "event-coalesce"
+
 // TypeEventDelta is the wire name of EventDeltaFrame.
 const TypeEventDelta = "event_delta"
 

@@ -476,6 +476,9 @@ type peer struct {
 	// refs is set once the peer announced CapabilityEventRefs too: its
 	// turn_end and agent_end refer to the messages it got before.
 	refs atomic.Bool
+	// coalesce is set once the peer announced CapabilityEventCoalesce
+	// too: the updates of a text that wait in one frame go joined.
+	coalesce atomic.Bool
 	// tcpLiveness: our hello announced CapabilityTCPLiveness; watched is
 	// set once the server's did too and TCP watches the connection.
 	tcpLiveness bool
@@ -493,6 +496,9 @@ func (p *peer) greetedBy(h *transport.HelloFrame) {
 	}
 	if slices.Contains(h.Capabilities, transport.CapabilityEventRefs) {
 		p.refs.Store(true)
+	}
+	if slices.Contains(h.Capabilities, transport.CapabilityEventCoalesce) {
+		p.coalesce.Store(true)
 	}
 	if p.tcpLiveness && slices.Contains(h.Capabilities, transport.CapabilityTCPLiveness) && !p.watched.Swap(true) {
 		// The server sends no more heartbeats: without the watch the
@@ -636,7 +642,7 @@ func (a *Agent) capabilities() []string {
 func Capabilities() []string {
 	return []string{transport.CapabilityPifleet, "event-seq", "event-replay", "session-entries",
 		"rebundle", "set-tools", "model-pin", "spawn-progress", "sessions-incremental", "sessions-paged", "session-attach", "repo-head", "readopt", transport.CapabilityCacheVerify,
-		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilitySpawnCancel, transport.CapabilitySpawnID, transport.CapabilityUIEnded}
+		transport.CapabilityWorktree, transport.CapabilityEventDelta, transport.CapabilityEventRefs, transport.CapabilityEventCoalesce, transport.CapabilitySpawnCancel, transport.CapabilitySpawnID, transport.CapabilityUIEnded}
 }
 
 // peersSnapshot returns the connected peers that finished their accept

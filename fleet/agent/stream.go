@@ -90,6 +90,9 @@ func (s *streamer) forward(ev worker.Event) {
 		ps := s.peers[p]
 		if ps == nil {
 			ps = &peerStream{batch: streamdelta.NewBatch(s.in.id)}
+			if p.coalesce.Load() {
+				ps.batch = streamdelta.NewCoalescingBatch(s.in.id)
+			}
 			s.peers[p] = ps
 		}
 		// A whole event might not fit in the frame with what waits.

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,7 @@ type streamed struct {
 	order  []uint64
 	deltas int            // event_delta frames
 	refs   int            // events that referred to messages the connection held
+	joined int            // joined runs of updates
 	whole  map[string]int // events that came whole (event frames), by type
 }
 
@@ -68,6 +70,7 @@ func (s *streamed) until(id, last string) {
 		case *transport.EventDeltaFrame:
 			s.deltas++
 			s.refs += strings.Count(string(f.Updates), `{"m":`)
+			s.joined += strings.Count(string(f.Updates), `{"c":`)
 			done := false
 			if err := s.rb.RebuildFrame(f, func(ev *transport.EventFrame, _ []byte) {
 				add(ev)
@@ -157,6 +160,75 @@ func checkRebuilt(t *testing.T, w, d *streamed) (updates int) {
 		}
 	}
 	return updates
+}
+
+// A server that announces event-coalesce gets the chunks of a text that
+// wait in one frame joined: fewer updates, the same seqs for everything
+// else, the same text in its deltas, and every event but a joined update
+// as a server that reads events whole gets it. One that does not
+// announce it gets no joined run.
+func TestACoalescingServerGetsTextChunksJoined(t *testing.T) {
+	coalescing := append(slices.Clip(deltaCaps), transport.CapabilityEventCoalesce)
+	for _, caps := range [][]string{coalescing, deltaCaps} {
+		h := newHarness(t, hopts{})
+		whole := h.dialPifleet(t)
+		delta := dialAs(t, h.a.Addr().String(), "", &greeting{key: testServerKey, caps: caps})
+		whole.hello()
+		delta.hello()
+		id := whole.mustSpawn("s", h.cwd, "default", nil).InstanceID
+		whole.rpc(id, "", prompt("p", streamPrompt(3000)))
+		w, d := newStreamed(t, whole), newStreamed(t, delta)
+		w.until(id, `"type":"agent_end"`)
+		d.until(id, `"type":"agent_end"`)
+		if !slices.Contains(caps, transport.CapabilityEventCoalesce) {
+			if d.joined != 0 {
+				t.Fatalf("%d joined runs to a server that did not ask for them", d.joined)
+			}
+			checkStreamsMatch(t, w, d)
+			continue
+		}
+		if d.joined == 0 || len(d.order) >= len(w.order) {
+			t.Fatalf("%d joined runs, %d events of the worker's %d", d.joined, len(d.order), len(w.order))
+		}
+		var wantText, gotText strings.Builder
+		next := 0 // in w.order
+		for _, seq := range d.order {
+			for ; next < len(w.order) && w.order[next] < seq; next++ {
+				if skipped := w.events[w.order[next]]; !strings.HasPrefix(skipped, `{"type":"message_update"`) {
+					t.Fatalf("an event that is not an update was joined: %s", skipped)
+				}
+				wantText.WriteString(textDelta(t, w.events[w.order[next]]))
+			}
+			if next == len(w.order) || w.order[next] != seq {
+				t.Fatalf("the coalescing server got seq %d, which the worker's stream does not have there", seq)
+			}
+			wantText.WriteString(textDelta(t, w.events[seq]))
+			gotText.WriteString(textDelta(t, d.events[seq]))
+			if !strings.HasPrefix(d.events[seq], `{"type":"message_update"`) && d.events[seq] != w.events[seq] {
+				t.Fatalf("event %d differs:\n got %s\nwant %s", seq, d.events[seq], w.events[seq])
+			}
+			next++
+		}
+		if gotText.String() != wantText.String() || gotText.Len() < 3000 {
+			t.Fatalf("the joined deltas hold %d characters of text, the worker's %d", gotText.Len(), wantText.Len())
+		}
+	}
+}
+
+// textDelta is the delta of a text_delta update (empty for any other
+// event).
+func textDelta(t *testing.T, line string) string {
+	t.Helper()
+	var u struct {
+		Step struct{ Type, Delta string } `json:"assistantMessageEvent"`
+	}
+	if err := json.Unmarshal([]byte(line), &u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Step.Type != "text_delta" {
+		return ""
+	}
+	return u.Step.Delta
 }
 
 // A server that connects mid-answer (a reconnect) gets its first update

@@ -27,9 +27,16 @@ import (
 // most.
 func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [][]byte, wire int) {
 	t.Helper()
+	got, _, wire = relayThrough(t, NewBatch("i-1"), lines, flush, newConn)
+	return got, wire
+}
+
+// relayThrough is relay with the batch b, and the seq of each event the
+// server handles (lines[seq-1] is the event of seq).
+func relayThrough(t testing.TB, b *Batch, lines [][]byte, flush int, newConn map[int]bool) (got [][]byte, seqs []uint64, wire int) {
+	t.Helper()
 	var enc Encoder
 	var ch Chain
-	b := NewBatch("i-1")
 	rb := NewRebuilder(transport.MaxFrameBytes)
 	var (
 		out   []*Line // what the server handles, read at the end
@@ -50,16 +57,18 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 			// Every other event is read at once, the rest once the whole
 			// stream is rebuilt: a Line read late reads as it would have
 			// when it came out.
-			if err := rb.RebuildFrameLines(fr, func(_ uint64, line *Line, head []byte) {
+			if err := rb.RebuildFrameLines(fr, func(seq uint64, line *Line, head []byte) {
 				if len(out)%2 == 0 {
 					line.Bytes()
 				}
 				out, heads = append(out, line), append(heads, head)
+				seqs = append(seqs, seq)
 			}); err != nil {
 				t.Fatalf("rebuild: %v\n%s", err, raw)
 			}
 		case *transport.EventFrame:
 			out, heads = append(out, WholeLine(fr.Event)), append(heads, nil)
+			seqs = append(seqs, uint64(*fr.Seq))
 		}
 	}
 	flushBatch := func() {
@@ -95,7 +104,7 @@ func relay(t testing.TB, lines [][]byte, flush int, newConn map[int]bool) (got [
 		got = append(got, l.Bytes())
 		checkHead(t, l.Bytes(), heads[i])
 	}
-	return got, wire
+	return got, seqs, wire
 }
 
 // checkHead requires a rebuilt update's head to read as the update does

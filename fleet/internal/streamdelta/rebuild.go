@@ -226,7 +226,18 @@ func (r *Rebuilder) RebuildLines(instanceID string, seq uint64, base *uint64, up
 		if first && base != nil && (bytes.HasPrefix(entry, []byte(`{"e":`)) || bytes.HasPrefix(entry, []byte(`{"m":`))) {
 			return badEntry("base given for a whole update")
 		}
-		line, head, err := r.entry(instanceID, seq, want, entry)
+		var run []byte // a joined run's delta
+		if bytes.HasPrefix(entry, []byte(`{"c":`)) {
+			var n uint64
+			if n, run, err = joinedRun(entry); err != nil {
+				return err
+			}
+			if seq+n-1 > 1<<53 {
+				return badEntry("a run of %d updates at seq %d passes 2^53", n, seq)
+			}
+			seq += n - 1 // the run is its last update
+		}
+		line, head, err := r.entry(instanceID, seq, want, entry, run)
 		if err != nil {
 			return err
 		}
@@ -239,10 +250,11 @@ func (r *Rebuilder) RebuildLines(instanceID string, seq uint64, base *uint64, up
 	return nil
 }
 
-// entry rebuilds one update; base is the seq it must be coded against.
-// What the connection holds of the worker's finished messages follows.
-func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry []byte) (*Line, []byte, error) {
-	line, head, err := r.rebuildEntry(instanceID, seq, base, entry)
+// entry rebuilds one update; base is the seq it must be coded against,
+// run the delta of a joined run's entry (nil for any other entry). What
+// the connection holds of the worker's finished messages follows.
+func (r *Rebuilder) entry(instanceID string, seq, base uint64, entry, run []byte) (*Line, []byte, error) {
+	line, head, err := r.rebuildEntry(instanceID, seq, base, entry, run)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -262,7 +274,7 @@ func (r *Rebuilder) hold(instanceID string, seq uint64, msg []byte) {
 	h.add(seq, len(msg), msg, true)
 }
 
-func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []byte) (*Line, []byte, error) {
+func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry, run []byte) (*Line, []byte, error) {
 	if bytes.HasPrefix(entry, []byte(`{"m":`)) {
 		delete(r.chains, instanceID)
 		line, err := r.resolve(instanceID, entry)
@@ -298,12 +310,23 @@ func (r *Rebuilder) rebuildEntry(instanceID string, seq, base uint64, entry []by
 	if ch == nil || ch.seq != base {
 		return nil, nil, ErrNoBase
 	}
-	if entry[0] == '{' {
+	var (
+		n  *node
+		ok bool
+	)
+	switch {
+	case run != nil:
+		// The updates of the run all have the shape of the one before
+		// them, and their ops only append the delta: the last one is
+		// the short entry of their deltas joined.
+		n, ok = r.deltaNode(entry, run), true
+	case entry[0] == '{':
 		// A copy, which the tree reads and the Line keeps (entry is part
 		// of the frame): the short entries after it share its step.
 		entry = bytes.Clone(entry)
+	default:
+		n, ok = r.deltaOnly(entry)
 	}
-	n, ok := r.deltaOnly(entry)
 	if !ok {
 		var perr error
 		if n, perr = parseTree(entry, &r.arena); perr != nil {
@@ -443,8 +466,6 @@ func withString(root *node, path []int, text []byte, a *arena) *node {
 
 // deltaOnly reads a short entry that is a delta alone, ["…"] (how the
 // chunks of a text are coded), as parseTree would, without its stacks.
-// The delta is copied to a block of r's: a Line keeps its step (for
-// DeltaAfter), which must not keep the whole frame alive.
 func (r *Rebuilder) deltaOnly(entry []byte) (*node, bool) {
 	if len(entry) < 4 || entry[0] != '[' || entry[1] != '"' {
 		return nil, false
@@ -453,14 +474,47 @@ func (r *Rebuilder) deltaOnly(entry []byte) (*node, bool) {
 	if end != len(entry)-1 || entry[end] != ']' {
 		return nil, false
 	}
-	delta := entry[1:end]
+	return r.deltaNode(entry, entry[1:end]), true
+}
+
+// deltaNode is the short entry raw whose one member is the string delta
+// (quotes included). The delta is copied to a block of r's: a Line keeps
+// its step (for DeltaAfter), which must not keep the whole frame alive.
+func (r *Rebuilder) deltaNode(raw, delta []byte) *node {
 	if len(r.deltas)+len(delta) > cap(r.deltas) {
 		r.deltas = make([]byte, 0, max(4<<10, len(delta)))
 	}
 	start := len(r.deltas)
 	r.deltas = append(r.deltas, delta...)
 	kid := r.arena.node(node{raw: r.deltas[start:len(r.deltas):len(r.deltas)]})
-	return r.arena.node(node{kind: '[', raw: entry, kids: r.arena.clone([]*node{kid})}), true
+	return r.arena.node(node{kind: '[', raw: raw, kids: r.arena.clone([]*node{kid})})
+}
+
+// joinedRun reads the entry of a joined run of delta-only updates,
+// {"c":n,"d":"…"} exactly so: n (at least 1) and the delta, quotes
+// included.
+func joinedRun(entry []byte) (n uint64, delta []byte, err error) {
+	rest := entry[len(`{"c":`):]
+	digits := 0
+	for digits < len(rest) && digits <= 16 && rest[digits] >= '0' && rest[digits] <= '9' {
+		digits++
+	}
+	if digits == 0 || digits > 16 || rest[0] == '0' {
+		return 0, nil, badEntry("a joined run's count is not a whole number from 1")
+	}
+	n, _ = strconv.ParseUint(string(rest[:digits]), 10, 64)
+	rest, ok := bytes.CutPrefix(rest[digits:], []byte(`,"d":`))
+	if !ok {
+		return 0, nil, badEntry(`a joined run is {"c":count,"d":delta}`)
+	}
+	if len(rest) == 0 || rest[0] != '"' {
+		return 0, nil, badEntry(`a joined run is {"c":count,"d":delta}`)
+	}
+	end, _ := jsonscan.SkipString(rest, 0)
+	if end < 0 || end != len(rest)-1 || rest[end] != '}' {
+		return 0, nil, badEntry(`a joined run is {"c":count,"d":delta}`)
+	}
+	return n, rest[:end], nil
 }
 
 // resolve rebuilds a line that refers to finished messages,
