@@ -47,6 +47,7 @@ type ServeCmd struct {
 	APIAllowRemote bool     `help:"Allow --api outside loopback (the token is then the only guard)." env:"PIFLEET_API_ALLOW_REMOTE"`
 	UI             string   `help:"Serve the web page at this address, e.g. 127.0.0.1:9791 (a bare :PORT means loopback); open it with pifleet-server ui." env:"PIFLEET_UI" placeholder:"ADDR"`
 	UIAllowRemote  bool     `help:"Allow --ui outside loopback (the one-time login and the session cookie are then the only guard; put TLS in front)." env:"PIFLEET_UI_ALLOW_REMOTE"`
+	EveryUpdate    bool     `help:"Hand watchers every streamed update of a worker's answer. By default the chunks of text a pifleet agent gathers for up to 10 ms come as one update, whose delta holds them all." env:"PIFLEET_EVERY_UPDATE"`
 }
 
 // served is what a running serve reports once it accepts requests.
@@ -158,6 +159,9 @@ func (c *ServeCmd) serve(ctx context.Context, log zerolog.Logger, ready func(ser
 		opts = append(opts, fleet.WithPrompter(trust.NewTerminal(os.Stdin, os.Stderr)))
 	}
 	opts = append(opts, fleet.WithResetCorruptState(c.ResetState))
+	if c.EveryUpdate {
+		opts = append(opts, fleet.WithEveryUpdate())
+	}
 	f, err := fleet.New(opts...)
 	if err != nil {
 		regLn.Close()

@@ -64,7 +64,8 @@ func TestWatchDeltasThroughTheRealStack(t *testing.T) {
 	reg := filepath.Join(dir, "registry")
 	publishDefault(t, reg, map[string]string{"bundle.json": `{"model":{"primary":{"provider":"faux","id":"faux-1"}}}`})
 	cmd := &ServeCmd{StateDir: filepath.Join(dir, "state"), Registry: reg, Listen: "127.0.0.1:0",
-		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"}}
+		Agent: []string{"box=" + startWorkerAgent(t, reg)}, WhoisStatic: []string{"127.0.0.1=box"},
+		EveryUpdate: true} // every chunk an update: what a watch's deltas save
 	ctx, cancel := context.WithTimeout(context.Background(), 4*e2eWait)
 	defer cancel()
 	s, c := startServe(t, cmd)
