@@ -148,6 +148,13 @@ func (inst *instance) completeRunLocked(text string, err error) func() {
 }
 
 // Event is one line of a worker's stdout, as the agent forwarded it.
+//
+// A message_update may stand for several of the worker's: a pifleet agent
+// joins the chunks of a text it gathers for one frame (at most 10 ms of
+// them) into the last of them, whose delta is theirs joined (unless the
+// fleet has Config.EveryUpdate). Its partial message is the worker's, so
+// a consumer that appends every delta, or reads the partial message, has
+// the whole text.
 type Event struct {
 	InstanceID string
 	Agent      string

@@ -14,8 +14,7 @@ var serverCapabilities = []string{transport.CapabilityPifleet, transport.Capabil
 // rebuiltEvent is an update rebuilt from event_delta: its line, written
 // out only when a consumer reads it (Event.Raw), and the record
 // handleFrame would have parsed from it. The EventFrame has no Event. The
-// frame, its seq and the record's event are parts of it (EventFrame
-// points at frame): one allocation per update.
+// frame and its seq are parts of it (EventFrame points at frame).
 type rebuiltEvent struct {
 	*transport.EventFrame
 	rec  pirpc.Record
@@ -23,8 +22,6 @@ type rebuiltEvent struct {
 
 	frame transport.EventFrame
 	seq   float64
-	event pirpc.Event
-	step  pirpc.AssistantMessageEvent
 }
 
 // lastStep is the last update of a worker whose head was parsed: its line
@@ -85,20 +82,13 @@ func (e *rebuiltEvent) parseHead(head []byte) bool {
 }
 
 // stepAfter sets e's record to last's with the delta of e's step, when
-// that is the only change (streamdelta.Line.StepAfter) and a plain string
-// (pirpc.PlainString); it reports whether it did.
+// that is the only change (streamdelta.Line.StepAfter); it reports
+// whether it did.
 func (e *rebuiltEvent) stepAfter(last lastStep, head []byte) bool {
 	delta, ok := e.line.StepAfter(last.line)
-	if !ok || last.rec.Event == nil || last.rec.Event.Update == nil || last.rec.Event.DecodeErr != nil {
-		return false
-	}
-	text, ok := pirpc.PlainString(delta)
 	if !ok {
 		return false
 	}
-	e.event, e.step = *last.rec.Event, *last.rec.Event.Update
-	e.step.Delta = text
-	e.event.Update = &e.step
-	e.rec = pirpc.Record{Raw: head, Event: &e.event}
-	return true
+	e.rec, ok = last.rec.WithDelta(head, delta)
+	return ok
 }

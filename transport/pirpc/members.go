@@ -44,7 +44,7 @@ func objectMembers(buf *memberBuf, b []byte, valid bool) (ms []jsonscan.Member, 
 
 // plainString returns the text of a string span that needs no decoding
 // (no escapes, valid UTF-8), and false for any other span.
-func PlainString(span []byte) (string, bool) {
+func plainString(span []byte) (string, bool) {
 	if len(span) < 2 || span[0] != '"' {
 		return "", false
 	}

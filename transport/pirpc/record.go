@@ -682,7 +682,7 @@ func decodeString(span []byte) (string, bool) {
 	if string(span) == "null" {
 		return "", true
 	}
-	if s, ok := PlainString(span); ok {
+	if s, ok := plainString(span); ok {
 		return s, true
 	}
 	var s string
