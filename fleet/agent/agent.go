@@ -57,8 +57,12 @@ type Agent struct {
 	ready chan struct{} // closed once the first listener is bound
 	addr  atomic.Pointer[net.TCPAddr]
 
-	mu        sync.Mutex
-	peers     map[*peer]struct{}
+	mu    sync.Mutex
+	peers map[*peer]struct{}
+	// live is peers as a slice, replaced (never changed) under mu when
+	// peers changes: every streamed event goes to it, and a copy of the
+	// map per event cost an allocation and a lock on the pump's path.
+	live      atomic.Pointer[[]*peer]
 	instances map[string]*instance // this life, by id
 	order     []string             // instance ids in start order
 	lost      []*instance          // previous life, reported lost
@@ -534,6 +538,7 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 		return
 	}
 	a.peers[p] = struct{}{}
+	a.publishPeersLocked()
 	a.mu.Unlock()
 	a.replayOutbox(ctx, p)
 	close(p.sent)
@@ -561,6 +566,7 @@ func (a *Agent) handle(ctx context.Context, p *peer) {
 	}
 	a.mu.Lock()
 	delete(a.peers, p)
+	a.publishPeersLocked()
 	a.mu.Unlock()
 	if a.hooks.peerGone != nil {
 		a.hooks.peerGone(p.key)
@@ -646,15 +652,22 @@ func Capabilities() []string {
 }
 
 // peersSnapshot returns the connected peers that finished their accept
-// sequence.
+// sequence. The slice is shared: read it, never change it.
 func (a *Agent) peersSnapshot() []*peer {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]*peer, 0, len(a.peers))
-	for p := range a.peers {
-		out = append(out, p)
+	if live := a.live.Load(); live != nil {
+		return *live
 	}
-	return out
+	return nil
+}
+
+// publishPeersLocked makes peersSnapshot return what peers holds now.
+// Caller holds mu.
+func (a *Agent) publishPeersLocked() {
+	live := make([]*peer, 0, len(a.peers))
+	for p := range a.peers {
+		live = append(live, p)
+	}
+	a.live.Store(&live)
 }
 
 // broadcast offers f to every connected peer (see offer: it never waits

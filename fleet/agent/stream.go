@@ -29,6 +29,7 @@ const (
 type streamer struct {
 	in    *instance
 	enc   streamdelta.Encoder
+	coded streamdelta.Coded // the event forward encodes
 	peers map[*peer]*peerStream
 	timer *time.Timer
 	armed bool // the timer runs: some batch holds updates
@@ -74,6 +75,9 @@ func (s *streamer) forward(ev worker.Event) {
 		return
 	}
 	peers := s.in.a.peersSnapshot()
+	// Encoded once, for the peers that read the codec, into s.coded: a
+	// variable of the loop would be moved to the heap, an allocation per
+	// event.
 	var coded *streamdelta.Coded
 	for _, p := range peers {
 		if !s.deltas(p) || !streamdelta.Carries(ev.Kind, p.refs.Load()) {
@@ -84,8 +88,8 @@ func (s *streamer) forward(ev worker.Event) {
 			continue
 		}
 		if coded == nil {
-			c := s.enc.Encode(ev.Seq, ev.Raw)
-			coded = &c
+			s.coded = s.enc.Encode(ev.Seq, ev.Raw)
+			coded = &s.coded
 		}
 		ps := s.peers[p]
 		if ps == nil {
