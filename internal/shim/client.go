@@ -483,7 +483,8 @@ func (c *Client) readLoop() {
 			c.push(Event{Kind: EventLine, Seq: f.seq, Overlong: f.overlong})
 		case frameGap:
 			c.log.Warn().Uint64("from", f.gap.From).Uint64("to", f.gap.To).Msg("shim lost stdout lines")
-			c.push(Event{Kind: EventGap, Gap: &f.gap})
+			gap := f.gap // &f.gap would move every frame to the heap
+			c.push(Event{Kind: EventGap, Gap: &gap})
 		case frameExit:
 			c.exitSeq.Store(f.seq)
 			c.push(Event{Kind: EventExit, Seq: f.seq, Exit: f.exit})
