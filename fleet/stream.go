@@ -42,6 +42,15 @@ func (f *Fleet) frameHandler(a *agentState, c *transport.Conn) func(transport.Fr
 	return func(fr transport.Frame) {
 		d, ok := fr.(*transport.EventDeltaFrame)
 		if !ok {
+			if e, ok := fr.(*transport.WorkerExitedFrame); ok {
+				// Nothing of the worker's stream comes after its exit
+				// notice (the agent sends what waits first): let go of
+				// its partial message and the finished ones held for it,
+				// which an answer cut off before its agent_end would
+				// otherwise keep until the connection closes.
+				rb.Forget(e.InstanceID)
+				delete(steps, e.InstanceID)
+			}
 			f.handleFrame(a, c, fr)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	"example.com/pifleet/fleet"
 	"example.com/pifleet/fleet/agent"
+	"example.com/pifleet/fleet/internal/streamdelta"
 	"example.com/pifleet/internal/pitest"
 	"example.com/pifleet/transport"
 )
@@ -201,4 +202,37 @@ func TestJoinedUpdatesCarryTheWholeText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A worker's exit notice ends its stream on the connection: the server
+// lets go of the partial message it was rebuilding (and the finished
+// ones it held), so an update coded against them after the notice,
+// which no agent sends, has no base and closes the connection.
+func TestAWorkersExitEndsItsStream(t *testing.T) {
+	peer := newTestAgentPeer(t, "box", true)
+	tf := newTestFleet(t, peer)
+	inst := spawn(t, tf, "box")
+	drainChanges(tf.sub)
+	lines := scriptedLines(answerText(100), 16)
+	lines = lines[:len(lines)-2] // mid-answer: no text_end, no message_end
+	var enc streamdelta.Encoder
+	var ch streamdelta.Chain
+	b := streamdelta.NewBatch(inst.ID())
+	for i, l := range lines {
+		c := enc.Encode(uint64(1000+i), l)
+		b.Add(&ch, &c)
+	}
+	c := peer.conn()
+	if err := c.Send(t.Context(), b.Frame()); err != nil {
+		t.Fatal(err)
+	}
+	last := float64(1000 + len(lines) - 1)
+	tf.waitChange(t, "the last update", func(ch fleet.Change) bool {
+		return ch.Kind == fleet.ChangeEvent && ch.InstanceID == inst.ID() && ch.WorkerEvent != nil &&
+			ch.WorkerEvent.Raw() != nil && string(ch.WorkerEvent.Raw()) == string(lines[len(lines)-1])
+	})
+	peer.send(c, &transport.WorkerExitedFrame{InstanceID: inst.ID(), Signal: "KILL", State: transport.InstanceExited})
+	tf.waitInstance(t, inst.ID(), fleet.StateStopped)
+	late := &transport.EventDeltaFrame{InstanceID: inst.ID(), Seq: last + 1, Base: &last, Updates: json.RawMessage(`[["after the exit"]]`)}
+	sendRefused(t, tf, c, late, "after the exit", "that carried a stream past its worker's exit")
 }
