@@ -730,8 +730,18 @@ func (c *Conn) readFailed(err error) {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.ErrClosedPipe):
 		c.closeWith(ReasonPeerClosed, nil, nil)
 	default:
-		c.closeWith(ReasonIO, err, nil)
+		c.closeWith(c.ioFailure(err), err, nil)
 	}
+}
+
+// ioFailure is the reason a read or write that failed with err closes the
+// connection: expired when TCP watches it (WatchTCP) and its user timeout
+// passed, which is this side's expiry then, else ReasonIO.
+func (c *Conn) ioFailure(err error) CloseReason {
+	if c.tcpWatched.Load() && errors.Is(err, syscall.ETIMEDOUT) {
+		return ReasonExpired
+	}
+	return ReasonIO
 }
 
 // protocolError answers a bad record with an error frame and keeps the
@@ -887,7 +897,7 @@ func (c *Conn) writeOut(p []byte) bool {
 		case errors.Is(err, io.ErrClosedPipe):
 			c.closeWith(ReasonPeerClosed, nil, nil)
 		default:
-			c.closeWith(ReasonIO, err, nil)
+			c.closeWith(c.ioFailure(err), err, nil)
 		}
 		return false
 	}

@@ -63,8 +63,9 @@ func (c *Conn) HeartbeatsStopped() bool { return c.beatsOff.Load() }
 //
 // A peer whose machine dies, whose network is cut or whose socket closes
 // is still detected (a reset or end of stream at once, otherwise after the
-// user timeout); a peer process that hangs while its machine's TCP stack
-// answers is not.
+// user timeout, which closes the connection as ReasonExpired with the
+// system's "connection timed out" as its cause); a peer process that
+// hangs while its machine's TCP stack answers is not.
 //
 // It fails with ErrNoTCPLiveness when the connection is not a TCP socket
 // (CanWatchTCP) or not on Linux, and with the system's error when the

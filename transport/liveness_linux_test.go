@@ -159,7 +159,7 @@ func TestWatchTCPNoticesAServerThatVanished(t *testing.T) {
 	cut := time.Now()
 	waitDone(t, watched)
 	t.Logf("closed %v after the cut: %v", time.Since(cut).Round(time.Millisecond), watched.Err())
-	wantReason(t, watched, ReasonIO)
+	wantReason(t, watched, ReasonExpired) // the watch's expiry, not a failure of the link
 	if !errors.Is(watched.Err(), syscall.ETIMEDOUT) {
 		t.Errorf("closed with %v, want the TCP user timeout (connection timed out)", watched.Err())
 	}
