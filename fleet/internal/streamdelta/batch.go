@@ -91,7 +91,7 @@ func (b *Batch) Add(ch *Chain, c *Coded) {
 	if b.coalesce && coded {
 		if delta, ok := deltaAlone(entry); ok {
 			b.run++
-			b.joined = append(b.joined, delta...)
+			b.joined = append(b.joined, delta[1:len(delta)-1]...) // the string's body
 			return
 		}
 	}
@@ -112,32 +112,27 @@ func (b *Batch) endRun() {
 		b.buf = append(b.buf, ',')
 	}
 	if b.run == 1 {
-		b.buf = append(b.buf, '[', '"')
+		b.buf = append(append(append(b.buf, '[', '"'), b.joined...), '"', ']')
 	} else {
 		b.buf = strconv.AppendInt(append(b.buf, `{"c":`...), int64(b.run), 10)
-		b.buf = append(b.buf, `,"d":"`...)
-	}
-	b.buf = append(b.buf, b.joined...)
-	if b.run == 1 {
-		b.buf = append(b.buf, '"', ']')
-	} else {
-		b.buf = append(b.buf, '"', '}')
+		b.buf = append(append(append(b.buf, `,"d":"`...), b.joined...), '"', '}')
 	}
 	b.run, b.joined = 0, b.joined[:0]
 }
 
-// deltaAlone returns the body of the delta of a short entry that is its
-// delta alone, ["…"], the form of an update whose ops only append the
-// delta (a short entry carries the values of any other op).
+// deltaAlone returns the delta, quotes included, of a short entry that
+// is its delta alone, ["…"]: the form of an update whose ops only append
+// the delta (a short entry carries the values of any other op), which
+// the encoder writes and the Rebuilder reads without a parse.
 func deltaAlone(entry []byte) ([]byte, bool) {
 	if len(entry) < 4 || entry[0] != '[' || entry[1] != '"' {
 		return nil, false
 	}
 	end, _ := jsonscan.SkipString(entry, 1)
-	if end != len(entry)-1 {
+	if end != len(entry)-1 || entry[end] != ']' {
 		return nil, false
 	}
-	return entry[2 : end-1], true
+	return entry[1:end], true
 }
 
 // Frame returns the batch's frame and empties the batch (nil when empty).

@@ -467,14 +467,11 @@ func withString(root *node, path []int, text []byte, a *arena) *node {
 // deltaOnly reads a short entry that is a delta alone, ["…"] (how the
 // chunks of a text are coded), as parseTree would, without its stacks.
 func (r *Rebuilder) deltaOnly(entry []byte) (*node, bool) {
-	if len(entry) < 4 || entry[0] != '[' || entry[1] != '"' {
+	delta, ok := deltaAlone(entry)
+	if !ok {
 		return nil, false
 	}
-	end, _ := jsonscan.SkipString(entry, 1)
-	if end != len(entry)-1 || entry[end] != ']' {
-		return nil, false
-	}
-	return r.deltaNode(entry, entry[1:end]), true
+	return r.deltaNode(entry, delta), true
 }
 
 // deltaNode is the short entry raw whose one member is the string delta
