@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"example.com/pifleet/internal/rawio"
 )
 
 // Defaults of Options.
@@ -182,7 +184,13 @@ func (e *ClosedError) Unwrap() error { return e.Err }
 //
 // Every method is safe for concurrent use.
 type Conn struct {
-	nc   net.Conn
+	nc net.Conn // its addresses, deadlines and close
+	// sock is nc as the reader, the writer and the linger read and write
+	// it: raw where nc is a plain socket (see rawSocket), with raw set
+	// then, else nc itself. raw lets the heartbeat goroutine write
+	// without waiting; nil, heartbeats go through the writer.
+	sock io.ReadWriter
+	raw  *rawio.Conn
 	opts Options
 	log  zerolog.Logger
 
@@ -214,8 +222,7 @@ type Conn struct {
 	// what a partial heartbeat write left: the next write starts with it.
 	wmu      sync.Mutex
 	beatRest []byte
-	raw      syscall.RawConn // nil: heartbeats go through the writer
-	beatDue  chan struct{}   // the writer is to send a heartbeat
+	beatDue  chan struct{} // the writer is to send a heartbeat
 	beats    *Heartbeats
 	// handedOff counts the heartbeats handed to the writer (its tests).
 	handedOff atomic.Int64
@@ -260,10 +267,13 @@ func NewConn(nc net.Conn, opts Options) *Conn {
 		done:    make(chan struct{}),
 		pending: make(map[string]chan Frame),
 		room:    make(chan struct{}),
-		raw:     rawConn(nc),
 		beatDue: make(chan struct{}, 1),
 		beats:   opts.Heartbeats,
 		opened:  time.Now(),
+	}
+	c.sock = nc
+	if c.raw = rawSocket(nc); c.raw != nil {
+		c.sock = c.raw
 	}
 	c.sentAt.Store(-int64(opts.HeartbeatInterval)) // nothing written yet: the first round beats
 	// The expiry counts from now; this also replaces a deadline the
@@ -651,7 +661,7 @@ func (r expiryReader) Read(p []byte) (int, error) {
 		if due := c.heardAt + c.opts.ExpiryTimeout; !watched && due-c.armed > c.opts.ExpiryTimeout/4 {
 			c.rearm(due)
 		}
-		n, err := c.nc.Read(p)
+		n, err := c.sock.Read(p)
 		if n > 0 {
 			c.heardAt = time.Since(c.opened)
 		}
@@ -788,7 +798,7 @@ func (c *Conn) linger() {
 	}
 	var scratch [4096]byte
 	for {
-		if _, err := c.nc.Read(scratch[:]); err != nil {
+		if _, err := c.sock.Read(scratch[:]); err != nil {
 			return
 		}
 	}
@@ -890,7 +900,7 @@ func (c *Conn) write(p []byte) bool {
 }
 
 func (c *Conn) writeOut(p []byte) bool {
-	if _, err := c.nc.Write(p); err != nil {
+	if _, err := c.sock.Write(p); err != nil {
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			c.closeWith(ReasonStalled, nil, nil)
@@ -914,9 +924,9 @@ func (c *Conn) writeFinal() {
 	defer c.wmu.Unlock()
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.opts.StallTimeout)); err == nil {
 		if c.beatRest != nil {
-			_, _ = c.nc.Write(c.beatRest)
+			_, _ = c.sock.Write(c.beatRest)
 		}
-		_, _ = c.nc.Write(c.final)
+		_, _ = c.sock.Write(c.final)
 	}
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()

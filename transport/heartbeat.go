@@ -131,7 +131,7 @@ func (c *Conn) beat() {
 		}
 		if c.beatRest == nil {
 			c.sentAt.Store(int64(now))
-			n := writeNow(c.raw, heartbeatLine)
+			n := c.raw.TryWrite(heartbeatLine)
 			switch {
 			case n == len(heartbeatLine):
 				done = true

@@ -115,6 +115,9 @@ func round(t *testing.T, beats *Heartbeats, every time.Duration) {
 // itself: the writer is not woken.
 func TestHeartbeatOfAnIdleSocketIsWrittenByTheRound(t *testing.T) {
 	client, server := tcpPair(t)
+	if rawSocket(client) == nil {
+		t.Skip("no raw socket writes on this system: heartbeats go through the writer")
+	}
 	beats := NewHeartbeats()
 	c := NewConn(client, Options{Heartbeats: beats, HeartbeatInterval: time.Hour})
 	defer c.Close()
@@ -135,14 +138,14 @@ func TestHeartbeatOnAFullSocketGoesThroughTheWriter(t *testing.T) {
 	client, server := tcpPair(t)
 	_ = client.(*net.TCPConn).SetWriteBuffer(4096)
 	_ = server.(*net.TCPConn).SetReadBuffer(4096)
-	raw := rawConn(client)
+	raw := rawSocket(client)
 	if raw == nil {
-		t.Fatal("no raw access to a TCP socket")
+		t.Skip("no raw socket writes on this system: heartbeats go through the writer")
 	}
 	filler := make([]byte, 1024)
 	filled := 0
 	for {
-		n := writeNow(raw, filler)
+		n := raw.TryWrite(filler)
 		if n == 0 {
 			break
 		}

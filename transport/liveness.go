@@ -95,7 +95,7 @@ func CanWatchTCP(nc net.Conn) bool {
 // tcpSocket returns the TCP socket under nc, unwrapping connections that
 // expose theirs with a NetConn method (a handshake's read-ahead buffer,
 // TLS), or nil. Socket options may be set through a wrapper; writes never
-// are (see rawConn).
+// are (see rawSocket).
 func tcpSocket(nc net.Conn) *net.TCPConn {
 	for range 8 { // a bound, should wrappers ever form a cycle
 		switch w := nc.(type) {

@@ -140,7 +140,10 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 		return nil, fmt.Errorf("shim: connect to %s: %w", cfg.Socket, err)
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	welcome, fr, err := handshake(conn, cfg)
+	// Read and written raw, as the shim's side is: the agent reads every
+	// line of a streamed answer from here.
+	rw := relayIO(conn)
+	welcome, fr, err := handshake(rw, cfg)
 	if !stop() {
 		err = ctx.Err()
 	}
@@ -152,7 +155,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 	c := &Client{
 		conn:     conn,
 		fr:       fr,
-		out:      newFrameWriter(conn),
+		out:      newFrameWriter(rw),
 		log:      cfg.Logger,
 		attached: welcome.Status,
 		maxFrame: maxLineFrame(welcome.MaxLine),
@@ -171,7 +174,7 @@ func Attach(ctx context.Context, cfg AttachConfig) (*Client, error) {
 	return c, nil
 }
 
-func handshake(conn net.Conn, cfg AttachConfig) (welcomeMsg, *frameReader, error) {
+func handshake(conn io.ReadWriter, cfg AttachConfig) (welcomeMsg, *frameReader, error) {
 	hello := helloMsg{V: protocolVersion, InstanceID: cfg.InstanceID, Token: cfg.Token, ResumeFrom: cfg.ResumeFrom}
 	if err := newFrameWriter(conn).writeJSON(frameHello, nil, hello); err != nil {
 		return welcomeMsg{}, nil, fmt.Errorf("%w: %s: sending hello: %w", ErrNoShim, cfg.Socket, err)
