@@ -3,10 +3,12 @@
 package fleet_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,11 +54,75 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 // BenchmarkSmallUpdates is a long run of small updates: answers of 1,000
 // characters streamed a character at a time (1,000 message_update events
 // per answer, each with a partial message of at most 1 KB), through the
-// same stack as BenchmarkStreamedAnswer.
+// same stack as BenchmarkStreamedAnswer. "alone" is the ceiling: the same
+// worker process with nothing of pifleet, prompted over its pipes by this
+// process, which only splits its output in lines.
 func BenchmarkSmallUpdates(b *testing.B) {
 	for _, mode := range streamModes {
 		b.Run(mode, func(b *testing.B) { benchStreamedAnswer(b, mode, 1000, 1) })
 	}
+	b.Run("alone", func(b *testing.B) { benchWorkerAlone(b, 1000, 1) })
+}
+
+// benchWorkerAlone streams answers as benchStreamedAnswer does, straight
+// from the scripted worker's process: the prompt on its stdin, its stdout
+// read up to agent_end, then the get_state the agent sends to see the
+// worker settled and its answer. It reports what benchStreamedAnswer does
+// of the worker.
+func benchWorkerAlone(b *testing.B, size, chunk int) {
+	spec := pitest.Command(b, pitest.Scripted, pitest.Options{NoSession: true, Env: []string{"PIFLEET_FAUX_CHUNK=" + strconv.Itoa(chunk)}})
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	lines := bufio.NewReaderSize(stdout, 1<<20)
+	until := func(marker string) int {
+		n := 0
+		for {
+			line, err := lines.ReadSlice('\n')
+			if err != nil {
+				b.Fatalf("worker output: %v", err)
+			}
+			if bytes.Contains(line, []byte(`"type":"message_update"`)) {
+				n++
+			}
+			if bytes.Contains(line, []byte(marker)) {
+				return n
+			}
+		}
+	}
+	prompt, _ := json.Marshal(map[string]string{"type": "prompt", "message": "say: " + answerText(size)})
+	prompt = append(prompt, '\n')
+	getState := []byte(`{"id":"s","type":"get_state"}` + "\n")
+	var took, workerCPU time.Duration
+	for b.Loop() {
+		c0, t0 := procCPU(cmd.Process.Pid), time.Now()
+		if _, err := stdin.Write(prompt); err != nil {
+			b.Fatal(err)
+		}
+		if n, want := until(`"type":"agent_end"`), (size+chunk-1)/chunk+2; n != want {
+			b.Fatalf("%d updates, want %d", n, want)
+		}
+		if _, err := stdin.Write(getState); err != nil {
+			b.Fatal(err)
+		}
+		until(`"command":"get_state"`)
+		took += time.Since(t0)
+		workerCPU += procCPU(cmd.Process.Pid) - c0
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64((size+chunk-1)/chunk+2)*n/took.Seconds(), "worker-updates/s")
+	b.ReportMetric(float64(workerCPU.Microseconds())/1000/n, "worker-cpu-ms/op")
 }
 
 func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
@@ -94,8 +160,11 @@ func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 	}}
 	var wire int64
 	var cpu, took, shimCPU, workerCPU time.Duration
+	// The instance's shim and worker, found once: a walk of /proc at every
+	// answer left garbage that the next answer's collections counted.
+	procs := childProcs()
 	for b.Loop() {
-		p0 := childrenCPU() // read before and after what it measures: it costs a walk of /proc
+		p0 := procs.cpu() // read before and after what it measures
 		w0, c0, t0 := proxy.Forwarded(netfault.Downstream), cpuTime(), time.Now()
 		got, err := inst.Prompt(b.Context(), "say: "+text, opts)
 		if err != nil {
@@ -104,7 +173,7 @@ func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 		took += time.Since(t0)
 		wire += proxy.Forwarded(netfault.Downstream) - w0
 		cpu += cpuTime() - c0
-		p1 := childrenCPU()
+		p1 := procs.cpu()
 		shimCPU += p1.shim - p0.shim
 		workerCPU += p1.worker - p0.worker
 		if got != text {
@@ -137,13 +206,26 @@ func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 // it: a tick is 10 ms, so it is read over a whole answer.
 type processCPU struct{ shim, worker time.Duration }
 
-func childrenCPU() processCPU {
-	var out processCPU
+// processes are the pids of this process's children and of their
+// descendants.
+type processes struct{ shims, workers []int }
+
+func childProcs() processes {
+	var out processes
 	for _, shim := range childPids(os.Getpid()) {
-		out.shim += procCPU(shim)
-		for _, p := range descendants(shim) {
-			out.worker += procCPU(p)
-		}
+		out.shims = append(out.shims, shim)
+		out.workers = append(out.workers, descendants(shim)...)
+	}
+	return out
+}
+
+func (ps processes) cpu() processCPU {
+	var out processCPU
+	for _, p := range ps.shims {
+		out.shim += procCPU(p)
+	}
+	for _, p := range ps.workers {
+		out.worker += procCPU(p)
 	}
 	return out
 }
