@@ -110,7 +110,7 @@ func benchWorkerAlone(b *testing.B, size, chunk int) {
 		if _, err := stdin.Write(prompt); err != nil {
 			b.Fatal(err)
 		}
-		if n, want := until(`"type":"agent_end"`), (size+chunk-1)/chunk+2; n != want {
+		if n, want := until(`"type":"agent_end"`), workerUpdates(size, chunk); n != want {
 			b.Fatalf("%d updates, want %d", n, want)
 		}
 		if _, err := stdin.Write(getState); err != nil {
@@ -121,9 +121,14 @@ func benchWorkerAlone(b *testing.B, size, chunk int) {
 		workerCPU += procCPU(cmd.Process.Pid) - c0
 	}
 	n := float64(b.N)
-	b.ReportMetric(float64((size+chunk-1)/chunk+2)*n/took.Seconds(), "worker-updates/s")
+	b.ReportMetric(float64(workerUpdates(size, chunk))*n/took.Seconds(), "worker-updates/s")
 	b.ReportMetric(float64(workerCPU.Microseconds())/1000/n, "worker-cpu-ms/op")
 }
+
+// workerUpdates is how many message_update events the scripted worker
+// writes for an answer of size characters: one per chunk, and one to
+// start and one to end the text.
+func workerUpdates(size, chunk int) int { return (size+chunk-1)/chunk + 2 }
 
 func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 	defer fleet.SetLockCheck(fleet.SetLockCheck(false)) // the tests' lock check reads the stack at every Lock
@@ -184,9 +189,8 @@ func benchStreamedAnswer(b *testing.B, mode string, size, chunk int) {
 	b.ReportMetric(float64(wire)/n, "wire-B/op")
 	b.ReportMetric(float64(wire)/n/float64(size), "wire/char")
 	b.ReportMetric(float64(updates)/took.Seconds(), "updates/s")
-	// The worker writes an update per chunk, and one to start and one to
-	// end the text: what the stack carried a second, joined or not.
-	worker := (size+chunk-1)/chunk + 2
+	// What the stack carried a second, joined or not.
+	worker := workerUpdates(size, chunk)
 	b.ReportMetric(float64(worker)*n/took.Seconds(), "worker-updates/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/n, "cpu-ms/op")
 	b.ReportMetric(float64(shimCPU.Microseconds())/1000/n, "shim-cpu-ms/op")

@@ -41,13 +41,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	var n int
 	var errno syscall.Errno
 	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			r0, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			if e != syscall.EINTR {
-				n, errno = int(r0), e
-				return e != syscall.EAGAIN
-			}
-		}
+		n, errno = call(syscall.SYS_READ, fd, p)
+		return errno != syscall.EAGAIN
 	})
 	switch {
 	case err != nil:
@@ -66,11 +61,10 @@ func (c *Conn) Write(p []byte) (int, error) {
 	var errno syscall.Errno
 	err := c.rc.Write(func(fd uintptr) bool {
 		for n < len(p) {
-			r0, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[n])), uintptr(len(p)-n))
+			m, e := call(syscall.SYS_WRITE, fd, p[n:])
 			switch e {
 			case 0:
-				n += int(r0)
-			case syscall.EINTR:
+				n += m
 			case syscall.EAGAIN:
 				return false
 			default:
@@ -98,17 +92,23 @@ func (c *Conn) TryWrite(p []byte) int {
 	}
 	n := 0
 	_ = c.rc.Write(func(fd uintptr) bool {
-		for {
-			r0, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			if e != syscall.EINTR {
-				if e == 0 {
-					n = int(r0)
-				}
-				return true // never wait for room
-			}
+		if m, e := call(syscall.SYS_WRITE, fd, p); e == 0 {
+			n = m
 		}
+		return true // never wait for room
 	})
 	return n
+}
+
+// call makes one raw read or write (trap) of p, which is not empty, on
+// fd, again as long as a signal interrupts it.
+func call(trap, fd uintptr, p []byte) (int, syscall.Errno) {
+	for {
+		r0, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		if e != syscall.EINTR {
+			return int(r0), e
+		}
+	}
 }
 
 // pollError is an error of the poller (a closed descriptor, a deadline)
