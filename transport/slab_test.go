@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -82,16 +83,22 @@ func TestOneFrameOfATypeAllocatesNoBlock(t *testing.T) {
 		line string
 		size uintptr
 	}{{hello, unsafe.Sizeof(HelloFrame{})}, {spawned, unsafe.Sizeof(SpawnedFrame{})}} {
-		d := NewDecoder(strings.NewReader(tc.line))
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		if _, err := d.Decode(); err != nil {
-			t.Fatal(err)
+		// The least of a few decodes: the count is the whole process's,
+		// and goroutines an earlier test left closing can add to one.
+		got := uint64(math.MaxUint64)
+		for range 5 {
+			d := NewDecoder(strings.NewReader(tc.line))
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if _, err := d.Decode(); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			got = min(got, after.TotalAlloc-before.TotalAlloc)
 		}
-		runtime.ReadMemStats(&after)
 		// The frame's struct, its strings and the decoder's first
 		// buffers: far less than frameBlock structs.
-		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(frameBlock/2)*uint64(tc.size); got > limit {
+		if limit := uint64(frameBlock/2) * uint64(tc.size); got > limit {
 			t.Errorf("decoding one %.20s… allocated %d bytes, more than %d (%d structs of %d bytes)", tc.line, got, limit, frameBlock/2, tc.size)
 		}
 	}
