@@ -35,9 +35,10 @@ import (
 // llmFleet is a running fleet for the orchestrator tests: a published
 // bundle, a real agent whose workers are kind, and the server.
 type llmFleet struct {
-	dir string // a working directory for the workers
-	api controlapi.Addr
-	c   *controlapi.Client
+	dir      string // a working directory for the workers
+	agentDir string // the agent's state directory
+	api      controlapi.Addr
+	c        *controlapi.Client
 }
 
 func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy, maxRejects int) llmFleet {
@@ -75,7 +76,7 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy, max
 		t.Fatal(err)
 	}
 	awaitAgentState(t, c, "box", "established")
-	return llmFleet{dir: dir, api: s.API, c: c}
+	return llmFleet{dir: dir, agentDir: agentDir, api: s.API, c: c}
 }
 
 var (

@@ -3,6 +3,9 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -108,5 +111,65 @@ func TestPromptWaitEndsWhenTheWorkerDies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An orchestrator waiting for a task whose worker dies mid-run is woken
+// once, told that the task ended without a result to review and why the
+// worker ended; the review tools refuse the dead task, as the wake says.
+func TestWorkerDeathWakesTheOrchestrator(t *testing.T) {
+	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
+	defer cancel()
+	wakes, err := fl.c.Wakes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wakes.Close()
+	w, err := fl.c.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	call := func(name, args string) (controlapi.ToolResult, error) {
+		return fl.c.CallTool(ctx, name, json.RawMessage(args), nil)
+	}
+	res, err := call("remote_spawn", `{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Details["instanceId"]
+	if res, err = call("remote_prompt", `{"instanceId":"`+id+`","text":"delay: 120000\nsay: never said","wait":false}`); err != nil {
+		t.Fatal(err)
+	}
+	task := res.Details["taskId"]
+	until(t, w, "the run's start", func(ch controlapi.Change) bool {
+		return ch.Kind == controlapi.ChangeEvent && ch.InstanceID == id && ch.Event == "agent_start"
+	})
+	_, workerPID, err := e2ekit.WorkerProcesses(fl.agentDir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(workerPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wake, err := wakes.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wake.TaskID != task || wake.Status != "aborted" {
+		t.Fatalf("wake: %+v", wake)
+	}
+	for _, want := range []string{"ended without a result to review: it is aborted", "worker has stopped", "signal KILL"} {
+		if !strings.Contains(wake.Text, want) {
+			t.Errorf("the wake does not say %q:\n%s", want, wake.Text)
+		}
+	}
+	if strings.Contains(wake.Text, "remote_accept") {
+		t.Errorf("the wake asks for a verdict on a dead worker's task:\n%s", wake.Text)
+	}
+	var e *controlapi.Error
+	if _, err := call("remote_accept", `{"taskId":"`+task+`"}`); !errors.As(err, &e) || e.Code != controlapi.CodeInvalidState {
+		t.Errorf("remote_accept of the ended task: %v, want invalid_state", err)
 	}
 }

@@ -22,10 +22,16 @@ var (
 	pModelID       = param{name: "model", typ: "string", description: "Model id of that provider."}
 )
 
-// States of a task the orchestrator reviews (fleet_tasks).
+// States of a task the orchestrator reviews (fleet_tasks), the final ones,
+// and the final state of an instance.
 const (
 	taskAwaitingReview = "awaiting_review"
 	taskEscalated      = "escalated"
+	taskAborted        = "aborted"
+	taskStopped        = "stopped"
+	taskFailed         = "failed"
+	taskClosed         = "ended" // accepted, its disposition carried out
+	instanceStopped    = "stopped"
 )
 
 // definitions is the catalogue, in the order clients list it.

@@ -98,11 +98,15 @@ func (c *Catalog) Wakes(ctx context.Context, pending bool) ([]controlapi.Wake, <
 					if ts, err := c.f.Tasks(ctx); err == nil {
 						for _, x := range ts {
 							if x.ID == ch.TaskID {
-								t.Rejects, t.MaxRejects, t.Prompt = x.Rejects, x.MaxRejects, x.Prompt
+								t.Rejects, t.MaxRejects, t.Prompt, t.State = x.Rejects, x.MaxRejects, x.Prompt, x.State
 							}
 						}
 					}
-					ws = append(ws, doneWake(t))
+					if taskEnded(t.State) {
+						ws = append(ws, endedWake(t, c.instanceOf(ctx, t.InstanceID)))
+					} else {
+						ws = append(ws, doneWake(t))
+					}
 				case controlapi.ChangeEscalated:
 					ts, err := c.f.Tasks(ctx)
 					if err != nil {
@@ -158,6 +162,61 @@ func doneWake(t controlapi.Task) controlapi.Wake {
 	fmt.Fprintf(&b, "\nVerify the work before you decide: remote_output shows what the worker did, and remote_prompt "+
 		"instanceId=%s can ask it for evidence (run the tests, show the diff). Then call remote_accept taskId=%s, "+
 		"or remote_reject taskId=%s with feedback.\n", t.InstanceID, t.ID, t.ID)
+	msg := d.LastAssistantMessage
+	if msg == "" {
+		msg = d.Summary
+	}
+	b.WriteString(untrusted("worker's final message", cutHead(msg, MaxResultChars)))
+	return controlapi.Wake{Key: t.ID + ":" + seqText(d.Seq), Kind: controlapi.WakeTaskDone, TaskID: t.ID, InstanceID: t.InstanceID,
+		Agent: t.Agent, Seq: d.Seq, Status: d.Status, Text: b.String()}
+}
+
+// taskEnded: the task is final without a verdict to give (its run was
+// aborted, its worker stopped or died, its prompt was lost), or already
+// decided: a task_done for it asks for no review.
+func taskEnded(state string) bool {
+	switch state {
+	case taskAborted, taskStopped, taskFailed, taskClosed:
+		return true
+	}
+	return false
+}
+
+// instanceOf is the instance's entry in the fleet's status (the zero
+// Instance when the status cannot be read or no longer lists it).
+func (c *Catalog) instanceOf(ctx context.Context, id string) controlapi.Instance {
+	st, err := c.f.Status(ctx)
+	if err != nil {
+		return controlapi.Instance{}
+	}
+	for _, in := range st.Instances {
+		if in.ID == id {
+			return in
+		}
+	}
+	return controlapi.Instance{}
+}
+
+// endedWake tells the model that a task it waits for ended without a
+// result to review: a worker killed mid-run still ends its run with a
+// task_done, and without this the model would be asked for a verdict the
+// fleet refuses, or, seeing none come, wait for the task for ever.
+func endedWake(t controlapi.Task, in controlapi.Instance) controlapi.Wake {
+	d := t.LastDone
+	var b strings.Builder
+	fmt.Fprintf(&b, "pifleet: task %s on worker %s", t.ID, t.InstanceID)
+	if t.Agent != "" {
+		fmt.Fprintf(&b, " (host %s)", label(t.Agent))
+	}
+	fmt.Fprintf(&b, " ended without a result to review: it is %s (its last run: %s).", label(t.State), label(d.Status))
+	if in.State == instanceStopped {
+		b.WriteString(" Its worker has stopped and takes no more prompts.")
+	}
+	fmt.Fprintf(&b, "\nremote_output instanceId=%s shows what the worker did before the end. To carry the task on, "+
+		"start a worker with remote_spawn and prompt it; there is nothing to accept or reject.\n", t.InstanceID)
+	if in.EndReason != "" {
+		b.WriteString(untrusted("why the worker ended", cutHead(in.EndReason, MaxResultChars)))
+	}
 	msg := d.LastAssistantMessage
 	if msg == "" {
 		msg = d.Summary
