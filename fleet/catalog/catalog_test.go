@@ -306,4 +306,18 @@ func TestWakeOfATaskThatEndedWithoutAReview(t *testing.T) {
 			t.Errorf("the wake says %q of a task nobody can review:\n%s", unwanted, w.Text)
 		}
 	}
+
+	// Aborted with its worker alive: the wake offers the same worker.
+	done = &controlapi.TaskDone{Seq: 6, Status: "aborted"}
+	f.setTasks([]controlapi.Task{{ID: "t-2", InstanceID: "i-2", State: "aborted", LastDone: done}})
+	f.mu.Lock()
+	f.status = controlapi.Status{Instances: []controlapi.Instance{{ID: "i-2", State: "idle"}}}
+	f.mu.Unlock()
+	data, _ = json.Marshal(done)
+	f.changes <- controlapi.Change{Kind: controlapi.ChangeTaskDone, TaskID: "t-2", InstanceID: "i-2", Data: data}
+	w = <-ch
+	if !strings.Contains(w.Text, "Its worker is idle: remote_prompt instanceId=i-2") || strings.Contains(w.Text, "remote_spawn") ||
+		strings.Contains(w.Text, "why the worker ended") {
+		t.Errorf("the wake of an aborted task whose worker is idle:\n%s", w.Text)
+	}
 }

@@ -208,12 +208,19 @@ func endedWake(t controlapi.Task, in controlapi.Instance) controlapi.Wake {
 	if t.Agent != "" {
 		fmt.Fprintf(&b, " (host %s)", label(t.Agent))
 	}
-	fmt.Fprintf(&b, " ended without a result to review: it is %s (its last run: %s).", label(t.State), label(d.Status))
-	if in.State == instanceStopped {
-		b.WriteString(" Its worker has stopped and takes no more prompts.")
+	fmt.Fprintf(&b, " ended without a result to review: it is %s (its last run: %s); there is nothing to accept or reject.",
+		label(t.State), label(d.Status))
+	fmt.Fprintf(&b, "\nremote_output instanceId=%s shows what the worker did before the end. ", t.InstanceID)
+	switch {
+	case in.State == instanceStopped:
+		b.WriteString("Its worker has stopped and takes no more prompts: to carry the task on, start a worker with " +
+			"remote_spawn and prompt it.\n")
+	case in.State != "":
+		fmt.Fprintf(&b, "Its worker is %s: remote_prompt instanceId=%s gives it the task again, or remote_stop ends it.\n",
+			label(in.State), t.InstanceID)
+	default:
+		b.WriteString("To carry the task on, prompt a worker with it (fleet_status lists them).\n")
 	}
-	fmt.Fprintf(&b, "\nremote_output instanceId=%s shows what the worker did before the end. To carry the task on, "+
-		"start a worker with remote_spawn and prompt it; there is nothing to accept or reject.\n", t.InstanceID)
 	if in.EndReason != "" {
 		b.WriteString(untrusted("why the worker ended", cutHead(in.EndReason, MaxResultChars)))
 	}
