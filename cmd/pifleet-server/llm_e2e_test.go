@@ -79,6 +79,39 @@ func startLLMFleet(t *testing.T, kind pitest.Kind, policy controlapi.Policy, max
 	return llmFleet{dir: dir, agentDir: agentDir, api: s.API, c: c}
 }
 
+// call calls a tool of the catalogue with args (JSON).
+func (fl llmFleet) call(ctx context.Context, name, args string) (controlapi.ToolResult, error) {
+	return fl.c.CallTool(ctx, name, json.RawMessage(args), nil)
+}
+
+// wakes subscribes to the orchestrator's wakes, pending ones first; the
+// stream closes with the test.
+func (fl llmFleet) wakes(t *testing.T, ctx context.Context) *controlapi.WakeStream {
+	t.Helper()
+	w, err := fl.c.Wakes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+// startTask spawns a worker and gives it text as a task, through the tools
+// as the model would (remote_spawn, remote_prompt without waiting).
+func (fl llmFleet) startTask(t *testing.T, ctx context.Context, text string) (instanceID, taskID string) {
+	t.Helper()
+	res, err := fl.call(ctx, "remote_spawn", `{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instanceID = res.Details["instanceId"]
+	args, _ := json.Marshal(map[string]any{"instanceId": instanceID, "text": text, "wait": false})
+	if res, err = fl.call(ctx, "remote_prompt", string(args)); err != nil {
+		t.Fatal(err)
+	}
+	return instanceID, res.Details["taskId"]
+}
+
 var (
 	spawnedRE = regexp.MustCompile(`Spawned worker (i-[0-9a-f]+)`)
 	taskRE    = regexp.MustCompile(`Task (t-[0-9a-z-]+) sent`)
@@ -606,23 +639,8 @@ func TestEscalationWakesAndWaitsForAHuman(t *testing.T) {
 	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
 	defer cancel()
-	wakes, err := fl.c.Wakes(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wakes.Close()
-	call := func(name, args string) (controlapi.ToolResult, error) {
-		return fl.c.CallTool(ctx, name, json.RawMessage(args), nil)
-	}
-	res, err := call("remote_spawn", `{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Details["instanceId"]
-	if res, err = call("remote_prompt", `{"instanceId":"`+id+`","text":"say: try","wait":false}`); err != nil {
-		t.Fatal(err)
-	}
-	task := res.Details["taskId"]
+	wakes := fl.wakes(t, ctx)
+	_, task := fl.startTask(t, ctx, "say: try")
 	next := func() controlapi.Wake {
 		t.Helper()
 		w, err := wakes.Next()
@@ -634,20 +652,20 @@ func TestEscalationWakesAndWaitsForAHuman(t *testing.T) {
 	if w := next(); w.Kind != controlapi.WakeTaskDone || w.TaskID != task {
 		t.Fatalf("first wake: %+v", w)
 	}
-	if _, err := call("remote_reject", `{"taskId":"`+task+`","feedback":"say: again"}`); err != nil {
+	if _, err := fl.call(ctx, "remote_reject", `{"taskId":"`+task+`","feedback":"say: again"}`); err != nil {
 		t.Fatal(err)
 	}
 	if w := next(); w.Kind != controlapi.WakeTaskDone {
 		t.Fatalf("second wake: %+v", w)
 	}
-	res, err = call("remote_reject", `{"taskId":"`+task+`","feedback":"say: once more"}`)
+	res, err := fl.call(ctx, "remote_reject", `{"taskId":"`+task+`","feedback":"say: once more"}`)
 	if err != nil || !strings.Contains(res.Text, "escalated") {
 		t.Fatalf("the rejection over the limit: %v %q", err, res.Text)
 	}
 	if w := next(); w.Kind != controlapi.WakeEscalated || w.TaskID != task || !strings.Contains(w.Text, "waits for a human") {
 		t.Fatalf("escalation wake: %+v", w)
 	}
-	_, err = call("remote_accept", `{"taskId":"`+task+`"}`)
+	_, err = fl.call(ctx, "remote_accept", `{"taskId":"`+task+`"}`)
 	var e *controlapi.Error
 	if !errors.As(err, &e) || e.Code != controlapi.CodeInvalidState || !strings.Contains(e.Hint, "pifleet-server accept "+task) {
 		t.Fatalf("the model accepting an escalated task: %v", err)

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -121,28 +120,13 @@ func TestWorkerDeathWakesTheOrchestrator(t *testing.T) {
 	fl := startLLMFleet(t, pitest.Scripted, controlapi.PolicySteer, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*e2eWait)
 	defer cancel()
-	wakes, err := fl.c.Wakes(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wakes.Close()
+	wakes := fl.wakes(t, ctx)
 	w, err := fl.c.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	call := func(name, args string) (controlapi.ToolResult, error) {
-		return fl.c.CallTool(ctx, name, json.RawMessage(args), nil)
-	}
-	res, err := call("remote_spawn", `{"host":"box","cwd":"`+fl.dir+`","bundle":"default"}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.Details["instanceId"]
-	if res, err = call("remote_prompt", `{"instanceId":"`+id+`","text":"delay: 120000\nsay: never said","wait":false}`); err != nil {
-		t.Fatal(err)
-	}
-	task := res.Details["taskId"]
+	id, task := fl.startTask(t, ctx, "delay: 120000\nsay: never said")
 	until(t, w, "the run's start", func(ch controlapi.Change) bool {
 		return ch.Kind == controlapi.ChangeEvent && ch.InstanceID == id && ch.Event == "agent_start"
 	})
@@ -169,7 +153,7 @@ func TestWorkerDeathWakesTheOrchestrator(t *testing.T) {
 		t.Errorf("the wake asks for a verdict on a dead worker's task:\n%s", wake.Text)
 	}
 	var e *controlapi.Error
-	if _, err := call("remote_accept", `{"taskId":"`+task+`"}`); !errors.As(err, &e) || e.Code != controlapi.CodeInvalidState {
+	if _, err := fl.call(ctx, "remote_accept", `{"taskId":"`+task+`"}`); !errors.As(err, &e) || e.Code != controlapi.CodeInvalidState {
 		t.Errorf("remote_accept of the ended task: %v, want invalid_state", err)
 	}
 }
