@@ -41,9 +41,37 @@ type growth struct {
 // delta twice (a "Delta" beside the "delta", an escaped key): a decoder
 // must read the delta from the member Next replaces.
 func GrowthOf(prev, line []byte) (g Growth, ok bool) {
-	var a arena
-	p, ok1 := parseUpdate(prev, &a)
-	u, ok2 := parseUpdate(line, &a)
+	if !namesDelta(line) {
+		return Growth{}, false
+	}
+	var f GrowthFinder
+	return f.of(prev, line)
+}
+
+// namesDelta reports whether line may name a delta, which a growth's step
+// does, and quotes in strings are escaped: a line without the key's bytes
+// (a block's start or end, every text's last update) is told without
+// parsing it.
+func namesDelta(line []byte) bool { return bytes.Contains(line, keyDeltaMember) }
+
+// GrowthFinder finds growths as GrowthOf does, with the memory of one
+// call's parses used again by the next (nothing they parse outlives the
+// call): a worker's reader tries at every block of every answer. The zero
+// value is ready to use; a GrowthFinder is not safe for concurrent use.
+type GrowthFinder struct{ a arena }
+
+// Of is GrowthOf(prev, line).
+func (f *GrowthFinder) Of(prev, line []byte) (g Growth, ok bool) {
+	if !namesDelta(line) {
+		return Growth{}, false
+	}
+	return f.of(prev, line)
+}
+
+func (f *GrowthFinder) of(prev, line []byte) (g Growth, ok bool) {
+	defer f.a.reuse()
+	p, ok1 := parseUpdate(prev, &f.a)
+	u, ok2 := parseUpdate(line, &f.a)
 	if !ok1 || !ok2 || p.step == nil || u.step == nil {
 		return Growth{}, false
 	}

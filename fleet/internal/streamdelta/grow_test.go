@@ -2,6 +2,7 @@ package streamdelta
 
 import (
 	"bytes"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -217,10 +218,40 @@ func TestGrowthOfFindsTheEncodersGrowth(t *testing.T) {
 	if _, ok := GrowthOf(lines[1], lines[2]); !ok {
 		t.Fatal("no growth from the first delta to the second")
 	}
+	var f GrowthFinder
+	try := func() {
+		if _, ok := f.Of(lines[1], lines[2]); !ok {
+			t.Fatal("no growth from the first delta to the second")
+		}
+	}
+	fresh := bytesPerRun(100, func() { GrowthOf(lines[1], lines[2]) })
+	if again := bytesPerRun(100, try); again > fresh/8 {
+		t.Errorf("a GrowthFinder allocates %d bytes a try, a fresh GrowthOf %d: the finder's parses should reuse its memory", again, fresh)
+	}
+	end := lines[len(lines)-2] // text_end
+	if !bytes.Contains(end, []byte(`"text_end"`)) {
+		t.Fatalf("not the text's end: %s", end)
+	}
+	if n := testing.AllocsPerRun(10, func() { GrowthOf(lines[len(lines)-3], end) }); n != 0 {
+		t.Errorf("GrowthOf of a text's end allocates %v times, want none: a line without a delta needs no parse", n)
+	}
 	for _, twice := range []string{`"Delta":"x",`, `"DELTA":"x",`, `"delt\u0061":"x",`, `"delta":"x",`} {
 		l := bytes.Replace(lines[2], []byte(`"delta":`), []byte(twice+`"delta":`), 1)
 		if g, ok := GrowthOf(lines[1], l); ok {
 			t.Errorf("a step with %s: GrowthOf = %+v", twice, g)
 		}
 	}
+}
+
+// bytesPerRun is what f allocates a call, on average over n calls after
+// a first one.
+func bytesPerRun(n int, f func()) uint64 {
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(n)
 }

@@ -64,6 +64,15 @@ func (a *arena) node(n node) *node {
 	return &a.nodes[len(a.nodes)-1]
 }
 
+// reuse makes a hand out its last blocks' memory again, cleared (so that
+// it keeps no line alive): only when no tree from a is read any more.
+func (a *arena) reuse() {
+	clear(a.nodes)
+	clear(a.ptrs)
+	clear(a.keys)
+	a.nodes, a.ptrs, a.keys = a.nodes[:0], a.ptrs[:0], a.keys[:0]
+}
+
 // kids and keyList move a container's members, the stack's from from
 // on, into a block.
 func (a *arena) kids(from int) []*node     { return carve(&a.ptrs, &a.kidStack, from) }

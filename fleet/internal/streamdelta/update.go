@@ -16,8 +16,10 @@ import (
 var (
 	keyPartial = []byte(`"partial"`)
 	keyDelta   = []byte(`"delta"`)
-	typeStart  = []byte(`"message_start"`)
-	typeEnd    = []byte(`"message_end"`)
+	// keyDeltaMember is keyDelta as a member starts.
+	keyDeltaMember = []byte(`"delta":`)
+	typeStart      = []byte(`"message_start"`)
+	typeEnd        = []byte(`"message_end"`)
 
 	linePrefix    = []byte(`{"type":"message_update","assistantMessageEvent":`)
 	messageMember = []byte(`,"message":`)

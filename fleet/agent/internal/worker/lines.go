@@ -22,6 +22,8 @@ import (
 type lineParser struct {
 	last pirpc.Record       // the last line's record, when it was a message_update
 	grow streamdelta.Growth // where last's line grows, when growing
+	// finder tries whether a line starts a growth.
+	finder streamdelta.GrowthFinder
 	// growing says grow follows last's line.
 	growing bool
 	// A line that does not start a growth makes the next tries wait
@@ -68,7 +70,7 @@ func (p *lineParser) follow(rec pirpc.Record, err error) {
 		p.wait--
 		return
 	}
-	if p.grow, p.growing = streamdelta.GrowthOf(prev.Raw, rec.Raw); p.growing {
+	if p.grow, p.growing = p.finder.Of(prev.Raw, rec.Raw); p.growing {
 		p.backoff = 0
 		return
 	}
