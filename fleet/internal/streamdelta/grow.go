@@ -41,18 +41,9 @@ type growth struct {
 // delta twice (a "Delta" beside the "delta", an escaped key): a decoder
 // must read the delta from the member Next replaces.
 func GrowthOf(prev, line []byte) (g Growth, ok bool) {
-	if !namesDelta(line) {
-		return Growth{}, false
-	}
 	var f GrowthFinder
-	return f.of(prev, line)
+	return f.Of(prev, line)
 }
-
-// namesDelta reports whether line may name a delta, which a growth's step
-// does, and quotes in strings are escaped: a line without the key's bytes
-// (a block's start or end, every text's last update) is told without
-// parsing it.
-func namesDelta(line []byte) bool { return bytes.Contains(line, keyDeltaMember) }
 
 // GrowthFinder finds growths as GrowthOf does, with the memory of one
 // call's parses used again by the next (nothing they parse outlives the
@@ -62,13 +53,12 @@ type GrowthFinder struct{ a arena }
 
 // Of is GrowthOf(prev, line).
 func (f *GrowthFinder) Of(prev, line []byte) (g Growth, ok bool) {
-	if !namesDelta(line) {
+	// A growth's step names its delta, and quotes in strings are escaped:
+	// a line without the key's bytes (a block's start or end, every text's
+	// last update) is told without parsing the two lines.
+	if !bytes.Contains(line, keyDeltaMember) {
 		return Growth{}, false
 	}
-	return f.of(prev, line)
-}
-
-func (f *GrowthFinder) of(prev, line []byte) (g Growth, ok bool) {
 	defer f.a.reuse()
 	p, ok1 := parseUpdate(prev, &f.a)
 	u, ok2 := parseUpdate(line, &f.a)

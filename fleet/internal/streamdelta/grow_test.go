@@ -232,8 +232,8 @@ func TestGrowthOfFindsTheEncodersGrowth(t *testing.T) {
 	if !bytes.Contains(end, []byte(`"text_end"`)) {
 		t.Fatalf("not the text's end: %s", end)
 	}
-	if n := testing.AllocsPerRun(10, func() { GrowthOf(lines[len(lines)-3], end) }); n != 0 {
-		t.Errorf("GrowthOf of a text's end allocates %v times, want none: a line without a delta needs no parse", n)
+	if n := testing.AllocsPerRun(10, func() { f.Of(lines[len(lines)-3], end) }); n != 0 {
+		t.Errorf("a GrowthFinder's try of a text's end allocates %v times, want none: a line without a delta needs no parse", n)
 	}
 	for _, twice := range []string{`"Delta":"x",`, `"DELTA":"x",`, `"delt\u0061":"x",`, `"delta":"x",`} {
 		l := bytes.Replace(lines[2], []byte(`"delta":`), []byte(twice+`"delta":`), 1)
